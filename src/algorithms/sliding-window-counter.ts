@@ -1,0 +1,88 @@
+import { allow, reject, type Decision } from '../core/decision';
+import { ceilDiv, floorDiv } from '../core/exact';
+import { canonicalRule, type Rule } from '../core/rule';
+import { checkPermits, checkTime } from '../core/validate';
+import type { RateLimitAlgorithm } from './algorithm';
+
+/**
+ * A sliding window counter: keeps counts for the current and the previous aligned window and
+ * estimates `previous * (windowMs - elapsed) / windowMs + current`; a request is allowed when
+ * `estimate + permits <= limit`. Two numbers per key, and it smooths the fixed window's boundary
+ * burst; the estimate assumes the previous window's traffic was evenly spread.
+ *
+ * All comparisons are made on the estimate multiplied by `windowMs`, in integers on an integer
+ * clock, so `retryAfterMs` is exact even when the window must roll over once or twice first.
+ *
+ * @example
+ * ```ts
+ * import { SlidingWindowCounter, Rule } from 'ratekeeper';
+ * const counter = new SlidingWindowCounter(Rule.perMinute(100));
+ * counter.tryAcquire(0, 80);
+ * counter.tryAcquire(60_000, 20);
+ * counter.tryAcquire(90_000).remaining; // 39: the estimate was 80·½ + 20 = 60, plus this one
+ * ```
+ */
+export class SlidingWindowCounter implements RateLimitAlgorithm {
+  private readonly rule: Rule;
+  /** The index of the current window: window i covers [i·windowMs, (i+1)·windowMs). */
+  private window = -Infinity;
+  private previous = 0;
+  private current = 0;
+
+  constructor(rule: Rule) {
+    this.rule = canonicalRule(rule);
+  }
+
+  tryAcquire(nowMs: number, permits = 1): Decision {
+    const { limit, windowMs: w } = this.rule;
+    checkTime(nowMs);
+    checkPermits(permits, limit);
+    // A reading from an earlier window than the stored one counts as no time passing.
+    const index = floorDiv(nowMs, w);
+    const window = index > this.window ? index : this.window;
+    const start = window * w;
+    const elapsed = Math.max(nowMs, start) - start;
+    const previous = window === this.window ? this.previous : window === this.window + 1 ? this.current : 0;
+    const current = window === this.window ? this.current : 0;
+    const room = (limit - current) * w - previous * (w - elapsed); // (limit - estimate) · w
+    if (room < permits * w) {
+      const retryAfterMs = retryAfter(room, previous, current, permits, limit, w, elapsed);
+      return reject(limit, Math.max(0, floorDiv(room, w)), retryAfterMs, resetAfter(previous, current, w, elapsed));
+    }
+    this.window = window;
+    this.previous = previous;
+    this.current = current + permits;
+    return allow(limit, floorDiv(room - permits * w, w), resetAfter(previous, current + permits, w, elapsed));
+  }
+
+  isIdle(nowMs: number): boolean {
+    const index = floorDiv(nowMs, this.rule.windowMs);
+    if (index >= this.window + 2) return true;
+    if (index === this.window + 1) return this.current === 0;
+    return this.current === 0 && this.previous === 0;
+  }
+}
+
+/**
+ * The first whole ms at which `permits` would fit. Within the current window the previous window's
+ * weight falls by `previous` per ms; in the next one the current count becomes the previous and
+ * falls the same way; two windows on, the key is as new and any permitted request fits.
+ */
+function retryAfter(room: number, previous: number, current: number, permits: number, limit: number, w: number, elapsed: number): number {
+  const untilNext = w - elapsed;
+  // Here previous > 0: with no previous weight, a request that fits the count would have been allowed.
+  if (current + permits <= limit) {
+    const wait = ceilDiv(permits * w - room, previous);
+    if (wait < untilNext) return Math.ceil(wait);
+  }
+  if (current === 0) return Math.ceil(untilNext);
+  const slack = (limit - permits) * w; // what the count carried into the next window may weigh
+  const intoNext = Math.max(0, ceilDiv(current * w - slack, current));
+  if (intoNext < w) return Math.ceil(untilNext + intoNext);
+  return Math.ceil(untilNext + w);
+}
+
+function resetAfter(previous: number, current: number, w: number, elapsed: number): number {
+  if (current > 0) return Math.ceil(2 * w - elapsed);
+  return previous > 0 ? Math.ceil(w - elapsed) : 0;
+}

@@ -1,0 +1,71 @@
+import { allow, reject, type Decision } from '../core/decision';
+import { ceilDiv, floorDiv, gcd } from '../core/exact';
+import { sharedPerRule, type Rule } from '../core/rule';
+import { checkPermits, checkTime } from '../core/validate';
+import type { RateLimitAlgorithm } from './algorithm';
+
+// Tokens are counted in scaled units so that refill is whole numbers on an integer clock: with the
+// rate limit/windowMs reduced to perMs/perToken, one millisecond adds `perMs` units and one token is
+// `perToken` units. perSecond(4) gives 1 unit per ms and 250 units per token, so "0.4 tokens" is
+// the integer 100 and no rounding ever decides a request.
+interface Plan {
+  readonly limit: number;
+  readonly perMs: number;
+  readonly perToken: number;
+  readonly capacity: number;
+}
+
+const planFor = sharedPerRule((rule): Plan => {
+  const { limit, windowMs } = rule;
+  const g = Number.isInteger(windowMs) ? gcd(limit, windowMs) : 1;
+  return { limit, perMs: limit / g, perToken: windowMs / g, capacity: limit * (windowMs / g) };
+});
+
+/**
+ * A token bucket: holds up to `limit` tokens, refills `limit / windowMs` per ms, starts full.
+ * Allows bursts up to the limit, then a steady rate. Refill is computed lazily from elapsed time;
+ * there are no timers.
+ *
+ * Exact on an integer clock while `limit * windowMs / gcd(limit, windowMs)` stays below 2^53.
+ *
+ * @example
+ * ```ts
+ * import { TokenBucket, Rule } from 'ratekeeper';
+ * const bucket = new TokenBucket(Rule.perSecond(4));
+ * bucket.tryAcquire(0, 4).remaining; // 0
+ * bucket.tryAcquire(0).retryAfterMs; // 250
+ * ```
+ */
+export class TokenBucket implements RateLimitAlgorithm {
+  private readonly plan: Plan;
+  private units: number;
+  private last = -Infinity;
+
+  constructor(rule: Rule) {
+    this.plan = planFor(rule);
+    this.units = this.plan.capacity;
+  }
+
+  tryAcquire(nowMs: number, permits = 1): Decision {
+    const { limit, perMs, perToken, capacity } = this.plan;
+    checkTime(nowMs);
+    checkPermits(permits, limit);
+    // A reading earlier than the last one counts as no time passing.
+    const now = nowMs > this.last ? nowMs : this.last;
+    const refilled = this.units + (now - this.last) * perMs;
+    const units = refilled < capacity ? refilled : capacity;
+    const cost = permits * perToken;
+    if (units < cost) {
+      return reject(limit, floorDiv(units, perToken), ceilDiv(cost - units, perMs), ceilDiv(capacity - units, perMs));
+    }
+    const left = units - cost;
+    this.units = left;
+    this.last = now;
+    return allow(limit, floorDiv(left, perToken), ceilDiv(capacity - left, perMs));
+  }
+
+  isIdle(nowMs: number): boolean {
+    const elapsed = nowMs > this.last ? nowMs - this.last : 0;
+    return this.units + elapsed * this.plan.perMs >= this.plan.capacity;
+  }
+}

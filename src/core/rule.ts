@@ -1,0 +1,67 @@
+import { assertNumber, integerIn } from './validate';
+
+/**
+ * How many permits a key may use per window: `limit` per `windowMs` milliseconds.
+ * Each algorithm reads it in its own way (see the algorithm guide in the README).
+ *
+ * @example
+ * ```ts
+ * import { Rule } from 'ratekeeper';
+ * const rule = new Rule(100, 60_000); // the same as Rule.perMinute(100)
+ * rule.limit; // 100
+ * ```
+ */
+export class Rule {
+  /** The most permits a key may hold or use per window: a positive safe integer. */
+  readonly limit: number;
+  /** The window length in milliseconds: a positive finite number. */
+  readonly windowMs: number;
+
+  constructor(limit: number, windowMs: number) {
+    this.limit = integerIn('limit', limit, 1, Number.MAX_SAFE_INTEGER);
+    assertNumber('windowMs', windowMs);
+    if (!(windowMs > 0 && windowMs < Infinity)) {
+      throw new RangeError(`ratekeeper: \`windowMs\` must be a positive finite number, got ${windowMs}`);
+    }
+    this.windowMs = windowMs;
+  }
+
+  /** `limit` per second. */
+  static perSecond(limit: number): Rule {
+    return new Rule(limit, 1000);
+  }
+
+  /** `limit` per minute. */
+  static perMinute(limit: number): Rule {
+    return new Rule(limit, 60_000);
+  }
+
+  /** `limit` per hour. */
+  static perHour(limit: number): Rule {
+    return new Rule(limit, 3_600_000);
+  }
+}
+
+/**
+ * Makes a function that derives a value from a rule once per distinct `(limit, windowMs)` and shares
+ * it. A keyed limiter builds one algorithm per key, often from a fresh `Rule` each time
+ * (`() => new TokenBucket(Rule.perSecond(4))`); sharing what is derived keeps each key's state to a
+ * few numbers. The cache is cleared when it grows past 1024 rules, so odd usage cannot leak memory.
+ */
+export function sharedPerRule<T>(derive: (rule: Rule) => T): (rule: Rule) => T {
+  const cache = new Map<string, T>();
+  return (rule) => {
+    if (!(rule instanceof Rule)) throw new TypeError('ratekeeper: `rule` must be a Rule, e.g. Rule.perSecond(10)');
+    const id = `${rule.limit}/${rule.windowMs}`;
+    let value = cache.get(id);
+    if (value === undefined) {
+      if (cache.size >= 1024) cache.clear();
+      value = derive(rule);
+      cache.set(id, value);
+    }
+    return value;
+  };
+}
+
+/** The shared instance of a rule, so that per-key state holds a pointer to one object per distinct rule. */
+export const canonicalRule = sharedPerRule((rule) => rule);

@@ -1,0 +1,43 @@
+/** Renders any value for an error message: strings quoted and cut short, everything else as JavaScript prints it. */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'symbol' || typeof value === 'function') return String(value);
+  if (value !== null && typeof value === 'object') return Array.isArray(value) ? 'an array' : 'an object';
+  return String(value);
+}
+
+/** Throws a `TypeError` unless `value` is a number. */
+export function assertNumber(name: string, value: unknown): asserts value is number {
+  if (typeof value !== 'number') throw new TypeError(`ratekeeper: \`${name}\` must be a number, got ${describe(value)}`);
+}
+
+/** Returns `value` if it is a finite number; throws a `TypeError` or `RangeError` naming it otherwise. */
+export function finiteNumber(name: string, value: unknown): number {
+  assertNumber(name, value);
+  if (!Number.isFinite(value)) throw new RangeError(`ratekeeper: \`${name}\` must be a finite number, got ${value}`);
+  return value;
+}
+
+/** Returns `value` if it is an integer from `min` to `max`; throws a `TypeError` or `RangeError` naming it otherwise. */
+export function integerIn(name: string, value: unknown, min: number, max: number): number {
+  assertNumber(name, value);
+  if (!(Number.isInteger(value) && value >= min && value <= max)) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `a safe integer of at least ${min}` : `an integer from ${min} to ${max}`;
+    throw new RangeError(`ratekeeper: \`${name}\` must be ${range}, got ${value}`);
+  }
+  return value;
+}
+
+/**
+ * The hot-path check every algorithm runs on `permits`: cheap when the value is good, a precise error
+ * when it is not. A request larger than the whole limit is refused here, since no wait could fix it.
+ */
+export function checkPermits(permits: number, limit: number): void {
+  if (!(permits >= 1 && permits <= limit && Number.isInteger(permits))) integerIn('permits', permits, 1, limit);
+}
+
+/** The hot-path check on a clock reading: a NaN or infinite time would poison stored state. */
+export function checkTime(nowMs: number): void {
+  if (!Number.isFinite(nowMs)) finiteNumber('nowMs', nowMs);
+}

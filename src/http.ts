@@ -1,0 +1,2 @@
+// Filled in by the HTTP work (issue 5).
+export {};

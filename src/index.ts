@@ -1,0 +1,12 @@
+export type { Clock } from './core/clock';
+export { systemClock, ManualClock } from './core/clock';
+export { Rule } from './core/rule';
+export type { Decision, Allowed, Rejected, DegradedReason } from './core/decision';
+export type { RateLimitAlgorithm } from './algorithms/algorithm';
+export { TokenBucket } from './algorithms/token-bucket';
+export { LeakyBucket } from './algorithms/leaky-bucket';
+export { FixedWindow } from './algorithms/fixed-window';
+export { SlidingWindowLog } from './algorithms/sliding-window-log';
+export { SlidingWindowCounter } from './algorithms/sliding-window-counter';
+export type { RateLimiter, AsyncRateLimiter, KeyedRateLimiterOptions } from './limiter/keyed-rate-limiter';
+export { KeyedRateLimiter } from './limiter/keyed-rate-limiter';

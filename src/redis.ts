@@ -1,0 +1,2 @@
+// Filled in by the Redis work (issue 4).
+export {};
