@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { FixedWindow, Rule, SlidingWindowCounter, SlidingWindowLog } from '../../src/index';
+import { expectTimeline } from '../support/timeline';
+
+describe('a burst straddling a window boundary', () => {
+  const burst = (state: FixedWindow | SlidingWindowLog) => {
+    let granted = 0;
+    for (const at of [900, 900, 900, 900, 1000, 1000, 1000, 1000]) if (state.tryAcquire(at).allowed) granted++;
+    return granted;
+  };
+
+  it('gets 2× the limit through a fixed window', () => {
+    expect(burst(new FixedWindow(Rule.perSecond(4)))).toBe(8);
+  });
+
+  it('gets only the limit through a sliding log', () => {
+    expect(burst(new SlidingWindowLog(Rule.perSecond(4)))).toBe(4);
+  });
+});
+
+describe('FixedWindow', () => {
+  it('aligns windows to the clock zero, negative times included', () => {
+    expectTimeline(new FixedWindow(Rule.perSecond(2)), [
+      { at: -1, permits: 2, allowed: true, remaining: 0, resetAfterMs: 1 },
+      { at: -1, allowed: false, retryAfterMs: 1 },
+      { at: 0, allowed: true, remaining: 1, resetAfterMs: 1000 },
+      { at: 999, allowed: true, remaining: 0 },
+      { at: 999, allowed: false, retryAfterMs: 1 },
+    ]);
+  });
+});
+
+describe('SlidingWindowLog', () => {
+  it('lets each hit leave at exactly its time + windowMs', () => {
+    expectTimeline(new SlidingWindowLog(Rule.perSecond(2)), [
+      { at: 100, allowed: true, remaining: 1 },
+      { at: 700, allowed: true, remaining: 0, resetAfterMs: 1000 },
+      { at: 800, allowed: false, retryAfterMs: 300, resetAfterMs: 900 },
+      { at: 1099, allowed: false, retryAfterMs: 1 },
+      { at: 1100, allowed: true, remaining: 0 },
+      { at: 1100, permits: 2, allowed: false, retryAfterMs: 1000 },
+    ]);
+  });
+
+  it('keeps order while its ring wraps around many times', () => {
+    const log = new SlidingWindowLog(new Rule(3, 10));
+    for (let t = 0; t < 1000; t += 10) {
+      expect(log.tryAcquire(t).allowed).toBe(true);
+      expect(log.tryAcquire(t + 1).allowed).toBe(true);
+      expect(log.tryAcquire(t + 2)).toMatchObject({ allowed: true, remaining: 0 });
+      expect(log.tryAcquire(t + 3)).toMatchObject({ allowed: false, retryAfterMs: 7, resetAfterMs: 9 });
+    }
+  });
+});
+
+describe('SlidingWindowCounter', () => {
+  it('estimates 60 with 80 last window and 20 this window, thirty seconds into a minute', () => {
+    const counter = new SlidingWindowCounter(Rule.perMinute(100));
+    counter.tryAcquire(0, 80);
+    counter.tryAcquire(60_000, 20);
+    expectTimeline(counter, [
+      { at: 90_000, permits: 41, allowed: false, remaining: 40 },
+      { at: 90_000, permits: 40, allowed: true, remaining: 0 },
+    ]);
+  });
+
+  it('waits through two rollovers when a whole-limit request meets a used window', () => {
+    expectTimeline(new SlidingWindowCounter(Rule.perSecond(4)), [
+      { at: 500, allowed: true, remaining: 3, resetAfterMs: 1500 },
+      { at: 600, permits: 4, allowed: false, retryAfterMs: 1400 },
+      { at: 1999, permits: 4, allowed: false, retryAfterMs: 1 },
+      { at: 2000, permits: 4, allowed: true, remaining: 0 },
+    ]);
+  });
+
+  it('lets the previous window fade linearly and waits exactly for it', () => {
+    expectTimeline(new SlidingWindowCounter(Rule.perSecond(10)), [
+      { at: 0, permits: 10, allowed: true },
+      { at: 1000, allowed: false, retryAfterMs: 100 },
+      { at: 1100, allowed: true, remaining: 0 },
+    ]);
+  });
+});

@@ -1,0 +1,107 @@
+import { fc, test } from '@fast-check/vitest';
+import { describe, expect, it } from 'vitest';
+import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type RateLimitAlgorithm } from '../../src/index';
+import { algorithms } from '../support/algorithms';
+
+const bucketOf = (limit: number) => () => new TokenBucket(Rule.perSecond(limit));
+
+describe('KeyedRateLimiter', () => {
+  it('keeps one independent state per key, built by the factory lambda with the key', () => {
+    const clock = new ManualClock();
+    const seen: string[] = [];
+    const limiter = new KeyedRateLimiter({
+      algorithm: (key) => {
+        seen.push(key);
+        return new TokenBucket(Rule.perSecond(key.startsWith('pro:') ? 10 : 1));
+      },
+      clock,
+    });
+    expect(limiter.tryAcquire('free:a')).toMatchObject({ allowed: true, limit: 1, remaining: 0 });
+    expect(limiter.tryAcquire('free:a')).toMatchObject({ allowed: false, retryAfterMs: 1000 });
+    expect(limiter.tryAcquire('free:b')).toMatchObject({ allowed: true });
+    expect(limiter.tryAcquire('pro:c', 10)).toMatchObject({ allowed: true, limit: 10, remaining: 0 });
+    expect(seen).toEqual(['free:a', 'free:b', 'pro:c']);
+    expect(limiter.size).toBe(3);
+  });
+
+  it('reads its clock once per call', () => {
+    let reads = 0;
+    const limiter = new KeyedRateLimiter({ algorithm: bucketOf(2), clock: { now: () => (reads++, 0) } });
+    limiter.tryAcquire('a');
+    limiter.tryAcquire('a');
+    limiter.tryAcquire('b');
+    expect(reads).toBe(3);
+  });
+
+  it('refuses a new key when the table is full of active keys, and admits it once one goes idle', () => {
+    const clock = new ManualClock();
+    const limiter = new KeyedRateLimiter({ algorithm: bucketOf(2), clock, maxKeys: 2 });
+    limiter.tryAcquire('a');
+    clock.advance(200);
+    limiter.tryAcquire('b');
+    const refused = limiter.tryAcquire('c');
+    expect(refused).toEqual({ allowed: false, limit: 2, remaining: 0, retryAfterMs: 1000, resetAfterMs: 0, degraded: 'key-table-full' });
+    expect(limiter.size).toBe(2);
+    clock.advance(300); // 'a' is full again at 500 ms; 'b' is not
+    expect(limiter.tryAcquire('c')).toMatchObject({ allowed: true, remaining: 1 });
+    expect(limiter.size).toBe(2);
+    expect(limiter.tryAcquire('b')).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('removes only idle keys on evictIdle', () => {
+    const clock = new ManualClock();
+    const limiter = new KeyedRateLimiter({ algorithm: bucketOf(1), clock });
+    limiter.tryAcquire('a');
+    clock.advance(600);
+    limiter.tryAcquire('b');
+    expect(limiter.evictIdle(1000)).toBe(1);
+    expect(limiter.size).toBe(1);
+    expect(limiter.tryAcquire('b')).toMatchObject({ allowed: false, retryAfterMs: 1000 });
+    expect(limiter.evictIdle()).toBe(0);
+  });
+
+  it('refuses bad arguments with errors naming them and leaves the table as it was', () => {
+    const limiter = new KeyedRateLimiter({ algorithm: bucketOf(3), clock: new ManualClock() });
+    limiter.tryAcquire('a');
+    expect(() => limiter.tryAcquire('b', 4)).toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4'));
+    expect(() => limiter.tryAcquire(42 as unknown as string)).toThrow(new TypeError('ratekeeper: `key` must be a string, got 42'));
+    expect(limiter.size).toBe(1);
+    expect(limiter.tryAcquire('a')).toMatchObject({ allowed: true, remaining: 1 });
+  });
+
+  it('refuses bad options with errors naming them', () => {
+    expect(() => new KeyedRateLimiter(undefined as never)).toThrow(TypeError);
+    expect(() => new KeyedRateLimiter({ algorithm: 'token-bucket' as never })).toThrow(
+      new TypeError('ratekeeper: `algorithm` must be a function returning a fresh algorithm, got "token-bucket"'),
+    );
+    expect(() => new KeyedRateLimiter({ algorithm: bucketOf(1), clock: Date as never })).toThrow(TypeError);
+    expect(() => new KeyedRateLimiter({ algorithm: bucketOf(1), maxKeys: 0 })).toThrow(
+      new RangeError('ratekeeper: `maxKeys` must be a safe integer of at least 1, got 0'),
+    );
+  });
+});
+
+const opArb = fc.oneof(
+  { weight: 6, arbitrary: fc.record({ kind: fc.constant('acquire' as const), key: fc.integer({ min: 0, max: 12 }), dt: fc.integer({ min: 0, max: 700 }), permits: fc.integer({ min: 1, max: 3 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('evict' as const), dt: fc.integer({ min: 0, max: 700 }) }) },
+);
+
+describe.each(algorithms)('eviction with $name', ({ make }) => {
+  test.prop([fc.array(opArb, { maxLength: 150 })])('eviction is invisible to decisions: no active limit is ever forgiven', (ops) => {
+    const rule = new Rule(3, 1000);
+    const clock = new ManualClock(1_000_000);
+    const limiter = new KeyedRateLimiter({ algorithm: () => make(rule), clock });
+    const reference = new Map<string, RateLimitAlgorithm>();
+    for (const op of ops) {
+      clock.advance(op.dt);
+      if (op.kind === 'evict') {
+        limiter.evictIdle();
+        continue;
+      }
+      const key = `k${op.key}`;
+      if (!reference.has(key)) reference.set(key, make(rule));
+      const expected = reference.get(key)?.tryAcquire(clock.now(), op.permits);
+      expect(limiter.tryAcquire(key, op.permits)).toEqual(expected);
+    }
+  });
+});
