@@ -1,2 +1,13 @@
-// Filled in by the HTTP work (issue 5).
-export {};
+export { rateLimitHeaders } from './http/rate-limit-headers';
+export type { HeaderFormat, RateLimitHeaderOptions, PolicyDecision } from './http/rate-limit-headers';
+export { addressKey } from './http/ip-address';
+export type { ForwardedHeader } from './http/forwarded';
+export type { RateLimitOptions } from './http/request-limit';
+export { withRateLimit } from './http/fetch-adapter';
+export type { FetchRateLimitOptions } from './http/fetch-adapter';
+export { honoRateLimit } from './http/hono-adapter';
+export type { HonoRateLimitOptions, HonoContextLike } from './http/hono-adapter';
+export { nodeRateLimit } from './http/node-adapter';
+export type { NodeRateLimitOptions, NodeRequestLike, NodeResponseLike } from './http/node-adapter';
+export { fastifyRateLimit } from './http/fastify-adapter';
+export type { FastifyRateLimitOptions, FastifyRequestLike, FastifyReplyLike } from './http/fastify-adapter';

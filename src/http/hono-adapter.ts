@@ -1,0 +1,98 @@
+import type { Rejected } from '../core/decision';
+import { optionalFunction } from './check';
+import { withHeaders } from './fetch-adapter';
+import { quotaExceeded } from './problem';
+import { requestLimit, type RateLimitOptions } from './request-limit';
+import { runtimePeer } from './runtime-peer';
+
+/** The part of Hono's `Context` the middleware uses, so that hono is never imported. */
+export interface HonoContextLike {
+  readonly req: {
+    readonly raw: Request;
+    readonly method: string;
+    readonly path: string;
+    header(name: string): string | undefined;
+  };
+  /** Hono's bindings: on `@hono/node-server`, Bun and Deno they hold the peer address. */
+  readonly env: unknown;
+  readonly res: Response;
+  header(name: string, value: string): void;
+}
+
+/**
+ * Options of {@link honoRateLimit}; the callbacks receive Hono's context. Hono cannot pass its own
+ * `Context` type through `app.use`, so the callbacks see {@link HonoContextLike} unless given the
+ * type, as here.
+ *
+ * @example
+ * ```ts
+ * import type { Context } from 'hono';
+ * import { KeyedRateLimiter, Rule, TokenBucket } from 'ratekeeper';
+ * import type { HonoRateLimitOptions } from 'ratekeeper/http';
+ * type AppEnv = { Variables: { userId: string } };
+ * const options: HonoRateLimitOptions<Context<AppEnv>> = {
+ *   limiter: new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(60)) }),
+ *   key: (c) => c.get('userId'),
+ * };
+ * ```
+ */
+export interface HonoRateLimitOptions<C extends HonoContextLike = HonoContextLike> extends RateLimitOptions<[c: C]> {
+  /**
+   * The peer address of a request, for the default key; e.g. `(c) => getConnInfo(c).remote.address`.
+   * @default read from `c.env` on `@hono/node-server`, Bun and Deno; elsewhere (Workers, Vercel) pass
+   * this, `key` or `trustProxies`
+   */
+  clientAddress?: (c: C) => string | undefined;
+  /**
+   * Builds the response to a refused request; rate-limit fields it does not set itself are added.
+   * @default 429 with the fields and an `application/problem+json` quota-exceeded body
+   */
+  onRejected?: (c: C, decision: Rejected) => Response | Promise<Response>;
+}
+
+/**
+ * Hono middleware: counts each request, answers a refused one itself, and adds the rate-limit
+ * fields to the response of an allowed one. Errors from the limiter or the callbacks go to Hono's
+ * error handler.
+ *
+ * @example
+ * ```ts
+ * import { Hono } from 'hono';
+ * import { KeyedRateLimiter, TokenBucket, Rule } from 'ratekeeper';
+ * import { honoRateLimit } from 'ratekeeper/http';
+ * const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(60)) });
+ * const app = new Hono();
+ * app.use('/api/*', honoRateLimit({ limiter, name: 'api', windowMs: 60_000 }));
+ * ```
+ */
+export function honoRateLimit<C extends HonoContextLike = HonoContextLike>(
+  options: HonoRateLimitOptions<C>,
+): (c: C, next: () => Promise<void>) => Promise<Response | undefined> {
+  const limit = requestLimit<[C]>(options, 'honoRateLimit');
+  optionalFunction('clientAddress', options.clientAddress);
+  optionalFunction('onRejected', options.onRejected);
+  const { clientAddress, onRejected } = options;
+
+  return async (c, next) => {
+    const connection = () => ({
+      peer: clientAddress === undefined ? runtimePeer(c.env, c.req.raw) : clientAddress(c),
+      header: (name: string) => c.req.raw.headers.get(name) ?? undefined,
+    });
+    const verdict = await limit.check(connection, c);
+    if (verdict === undefined) {
+      await next();
+      return undefined;
+    }
+    const { decision, headers } = verdict;
+    if (decision.allowed) {
+      await next();
+      for (const [name, value] of Object.entries(headers)) {
+        if (!c.res.headers.has(name)) c.header(name, value);
+      }
+      return undefined;
+    }
+    if (onRejected !== undefined) return withHeaders(await onRejected(c, decision), headers);
+    const refusal = quotaExceeded(headers, limit.name);
+    return new Response(refusal.body, { status: refusal.status, headers: refusal.headers });
+  };
+}

@@ -1,0 +1,131 @@
+import type { Decision } from '../core/decision';
+import { describe, integerIn } from '../core/validate';
+import type { AsyncRateLimiter, RateLimiter } from '../limiter/keyed-rate-limiter';
+import { assertObject, oneOf, optionalFunction, positiveNumber } from './check';
+import { FORWARDED_HEADERS, forwardedHops, pickClient, type ForwardedHeader } from './forwarded';
+import { addressKey } from './ip-address';
+import { HEADER_FORMATS, rateLimitHeaders, retryAfterOnly, type HeaderFormat } from './rate-limit-headers';
+import { policyName } from './structured-field';
+
+/**
+ * Options every adapter shares. `Args` are the arguments the framework gives the middleware, which
+ * the callbacks receive too.
+ *
+ * @example
+ * ```ts
+ * import { KeyedRateLimiter, Rule, TokenBucket } from 'ratekeeper';
+ * import type { RateLimitOptions } from 'ratekeeper/http';
+ * const rule = Rule.perMinute(100);
+ * const shared: RateLimitOptions<[Request]> = {
+ *   limiter: new KeyedRateLimiter({ algorithm: () => new TokenBucket(rule) }),
+ *   name: 'api',
+ *   windowMs: rule.windowMs,
+ *   skip: (request) => new URL(request.url).pathname === '/health',
+ * };
+ * ```
+ */
+export interface RateLimitOptions<Args extends unknown[]> {
+  /** Decides each request: a `KeyedRateLimiter` (synchronous) or a store-backed limiter (a Promise). */
+  limiter: RateLimiter | AsyncRateLimiter;
+  /**
+   * The key a request is limited under (a user id, an API key). May return a Promise.
+   * @default the client address, IPv6 masked to /64 (see `trustProxies` and `addressKey`)
+   */
+  key?: (...args: Args) => string | Promise<string>;
+  /** How many permits a request spends: a positive integer no larger than the limit. May return a Promise. @default 1 */
+  cost?: (...args: Args) => number | Promise<number>;
+  /** Returns true for a request that is neither counted nor given headers. May return a Promise. @default never skips */
+  skip?: (...args: Args) => boolean | Promise<boolean>;
+  /** The format of the fields on every response, or `false` for none (a refusal still gets `Retry-After`). @default 'draft-10' */
+  headers?: HeaderFormat | false;
+  /** The policy name in the fields and in the refusal body. @default 'default' */
+  name?: string;
+  /** The policy window in ms, advertised as `w`; give the limiter's rule window. @default undefined (no `w`) */
+  windowMs?: number;
+  /**
+   * How many reverse proxies in front of the server to trust (0 to 16). With n > 0 the client is the
+   * n-th address from the right of the forwarding header (counting the peer as the nearest proxy);
+   * with 0, forwarding headers are ignored, since any client can send them. @default 0
+   */
+  trustProxies?: number;
+  /** The header the trusted proxies write. @default 'x-forwarded-for' */
+  forwardedHeader?: ForwardedHeader;
+}
+
+/** What an adapter can tell about a request's connection, read only when the default key is used. */
+export interface Connection {
+  readonly peer: string | undefined;
+  header(name: string): string | undefined;
+}
+
+/** A connection over Node-style headers: lowercase names, a repeated header as an array or joined. */
+export function incomingConnection(peer: string | undefined, headers: Record<string, string | string[] | undefined>): Connection {
+  return {
+    peer,
+    header: (name) => {
+      const value = headers[name];
+      return Array.isArray(value) ? value.join(', ') : value;
+    },
+  };
+}
+
+/** The outcome for a request that was counted. */
+export interface Verdict {
+  readonly decision: Decision;
+  readonly headers: Record<string, string>;
+}
+
+/** The checked options plus the per-request decision. */
+export interface RequestLimit<Args extends unknown[]> {
+  /** The policy name, for the refusal body. */
+  readonly name: string;
+  /**
+   * Decides a request, reading `connection` only for the default key; undefined when `skip` said so.
+   * Rejects when a callback or the limiter fails.
+   */
+  check(connection: () => Connection, ...args: Args): Promise<Verdict | undefined>;
+}
+
+/** Checks the shared options once, eagerly, and returns the per-request decision they describe. */
+export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<Args>, adapter: string): RequestLimit<Args> {
+  assertObject(`${adapter} options`, options);
+  const { limiter, key, cost, skip, headers = 'draft-10', name = 'default', windowMs } = options;
+  const { trustProxies = 0, forwardedHeader = 'x-forwarded-for' } = options;
+  if (limiter === null || typeof limiter !== 'object' || typeof limiter.tryAcquire !== 'function') {
+    throw new TypeError(`ratekeeper: \`limiter\` must be an object with a tryAcquire(key, permits) method, got ${describe(limiter)}`);
+  }
+  optionalFunction('key', key);
+  optionalFunction('cost', cost);
+  optionalFunction('skip', skip);
+  oneOf('headers', headers, [...HEADER_FORMATS, false]);
+  policyName('name', name);
+  if (windowMs !== undefined) positiveNumber('windowMs', windowMs);
+  integerIn('trustProxies', trustProxies, 0, 16);
+  oneOf('forwardedHeader', forwardedHeader, FORWARDED_HEADERS);
+
+  const clientKey = (connection: () => Connection): string => {
+    const { peer, header } = connection();
+    const client = pickClient(peer, forwardedHops(header(forwardedHeader), forwardedHeader), trustProxies);
+    if (client === undefined) {
+      throw new Error(
+        'ratekeeper: cannot tell which client sent this request, as the server gave no peer address; ' +
+          'pass `key` or `clientAddress`, or set `trustProxies` behind a proxy',
+      );
+    }
+    return addressKey(client);
+  };
+  const fields = (decision: Decision) =>
+    headers === false ? retryAfterOnly(decision) : rateLimitHeaders(decision, { format: headers, name, windowMs });
+
+  return {
+    name,
+    async check(connection, ...args) {
+      if (skip !== undefined && (await skip(...args))) return undefined;
+      const id = key === undefined ? clientKey(connection) : await key(...args);
+      if (typeof id !== 'string') throw new TypeError(`ratekeeper: \`key\` must return a string, got ${describe(id)}`);
+      const permits = cost === undefined ? 1 : integerIn('cost', await cost(...args), 1, Number.MAX_SAFE_INTEGER);
+      const decision = await limiter.tryAcquire(id, permits);
+      return { decision, headers: fields(decision) };
+    },
+  };
+}

@@ -1,0 +1,135 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter } from '../../src/index';
+import { ADAPTERS, limitFields, start, type Running, type Setup } from './support/servers';
+
+// Every adapter, behind its real framework on loopback, must answer the same requests the same way.
+// The limiter's clock is frozen, so every field value is exact: a token bucket of 3 per minute
+// refills one token every 20 s.
+
+const PROBLEM = {
+  type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+  title: 'Request cannot be satisfied as assigned quota has been exceeded',
+  status: 429,
+  'violated-policies': ['api'],
+};
+
+function threePerMinute() {
+  return new KeyedRateLimiter({ algorithm: () => new TokenBucket(new Rule(3, 60_000)), clock: new ManualClock(0) });
+}
+
+const policy = { name: 'api', windowMs: 60_000 } as const;
+
+describe.each(ADAPTERS)('%s', (adapter) => {
+  let server: Running | undefined;
+  afterEach(async () => {
+    await server?.close();
+    server = undefined;
+  });
+  const serve = async (setup: Setup) => {
+    server = await start(adapter, setup);
+    return (path = '/', headers: Record<string, string> = {}) => fetch(`${server?.url}${path}`, { headers });
+  };
+
+  it('allows the limit, then answers 429 with the exact fields and a problem body', async () => {
+    const get = await serve({ limiter: threePerMinute(), ...policy });
+    for (const [r, t] of [[2, 20], [1, 40], [0, 60]]) {
+      const response = await get();
+      expect(response.status).toBe(200);
+      expect(await response.text()).toBe('ok');
+      expect(limitFields(response)).toEqual({ 'ratelimit-policy': '"api";q=3;w=60', ratelimit: `"api";r=${r};t=${t}` });
+    }
+    const refused = await get();
+    expect(refused.status).toBe(429);
+    expect(limitFields(refused)).toEqual({ 'ratelimit-policy': '"api";q=3;w=60', ratelimit: '"api";r=0;t=20', 'retry-after': '20' });
+    expect(refused.headers.get('content-type')).toBe('application/problem+json');
+    expect(await refused.json()).toEqual(PROBLEM);
+  });
+
+  it('limits clients apart: a trusted proxy names them, IPv6 counted per /64', async () => {
+    const get = await serve({ limiter: threePerMinute(), ...policy, trustProxies: 1 });
+    const from = (address: string) => get('/', { 'x-forwarded-for': `198.51.100.99, ${address}` });
+    for (let i = 0; i < 3; i++) expect((await from('203.0.113.1')).status).toBe(200);
+    expect((await from('203.0.113.1')).status).toBe(429);
+    expect((await from('203.0.113.2')).status).toBe(200);
+    await from('2001:db8:0:1::a');
+    await from('2001:db8:0:1::b');
+    expect(limitFields(await from('2001:db8:0:1:ffff:ffff:ffff:ffff')).ratelimit).toBe('"api";r=0;t=60');
+    expect(limitFields(await from('2001:db8:0:2::a')).ratelimit).toBe('"api";r=2;t=20');
+  });
+
+  it('ignores X-Forwarded-For unless proxies are trusted, since any client can send it', async () => {
+    const get = await serve({ limiter: threePerMinute(), ...policy });
+    for (const address of ['203.0.113.1', '203.0.113.2', '203.0.113.3']) {
+      expect((await get('/', { 'x-forwarded-for': address })).status).toBe(200);
+    }
+    expect((await get('/', { 'x-forwarded-for': '203.0.113.4' })).status).toBe(429);
+  });
+
+  it('limits by the key function, one key unaffected by another', async () => {
+    const get = await serve({ limiter: threePerMinute(), ...policy, key: (header) => header('x-api-key') ?? 'anonymous' });
+    for (let i = 0; i < 3; i++) await get('/', { 'x-api-key': 'alice' });
+    expect((await get('/', { 'x-api-key': 'alice' })).status).toBe(429);
+    const bob = await get('/', { 'x-api-key': 'bob' });
+    expect(bob.status).toBe(200);
+    expect(limitFields(bob).ratelimit).toBe('"api";r=2;t=20');
+  });
+
+  it('spends the cost of each request', async () => {
+    const get = await serve({ limiter: threePerMinute(), ...policy, cost: (header) => Number(header('x-cost') ?? 1) });
+    expect(limitFields(await get('/', { 'x-cost': '2' })).ratelimit).toBe('"api";r=1;t=40');
+    const refused = await get('/', { 'x-cost': '2' });
+    expect(refused.status).toBe(429);
+    expect(limitFields(refused)).toMatchObject({ ratelimit: '"api";r=1;t=20', 'retry-after': '20' });
+    expect((await get('/')).status).toBe(200);
+  });
+
+  it('neither counts nor marks a skipped request', async () => {
+    const get = await serve({ limiter: threePerMinute(), ...policy, skip: (path) => path === '/health' });
+    for (let i = 0; i < 3; i++) await get();
+    expect((await get()).status).toBe(429);
+    const health = await get('/health');
+    expect(health.status).toBe(200);
+    expect(await health.text()).toBe('up');
+    expect(limitFields(health)).toEqual({});
+  });
+
+  it('lets a custom refusal answer, keeping the fields', async () => {
+    const get = await serve({ limiter: threePerMinute(), ...policy, customRefusal: true });
+    for (let i = 0; i < 3; i++) await get();
+    const refused = await get();
+    expect(refused.status).toBe(503);
+    expect(await refused.text()).toBe('retry in 20000 ms');
+    expect(limitFields(refused)).toEqual({ 'ratelimit-policy': '"api";q=3;w=60', ratelimit: '"api";r=0;t=20', 'retry-after': '20' });
+  });
+
+  it('works the same over an asynchronous limiter', async () => {
+    const inner = threePerMinute();
+    const limiter: AsyncRateLimiter = { tryAcquire: async (key, permits) => inner.tryAcquire(key, permits) };
+    const get = await serve({ limiter, ...policy });
+    for (let i = 0; i < 3; i++) expect((await get()).status).toBe(200);
+    const refused = await get();
+    expect(refused.status).toBe(429);
+    expect(limitFields(refused)).toEqual({ 'ratelimit-policy': '"api";q=3;w=60', ratelimit: '"api";r=0;t=20', 'retry-after': '20' });
+  });
+
+  it.each([
+    ['throws', { tryAcquire: () => { throw new Error('store down'); } }],
+    ['rejects', { tryAcquire: () => Promise.reject(new Error('store down')) }],
+  ])('hands a limiter that %s to the framework', async (_, limiter) => {
+    const get = await serve({ limiter, ...policy });
+    const response = await get();
+    expect(response.status).toBe(500);
+    expect(await response.text()).toBe('store down');
+  });
+
+  it('writes the chosen format', async () => {
+    const get = await serve({ limiter: threePerMinute(), ...policy, headers: 'draft-7' });
+    expect(limitFields(await get())).toEqual({ 'ratelimit-policy': '3;w=60', ratelimit: 'limit=3, remaining=2, reset=20' });
+  });
+
+  it('with headers: false, sends only Retry-After, on refusals', async () => {
+    const get = await serve({ limiter: threePerMinute(), ...policy, headers: false });
+    for (let i = 0; i < 3; i++) expect(limitFields(await get())).toEqual({});
+    expect(limitFields(await get())).toEqual({ 'retry-after': '20' });
+  });
+});

@@ -1,0 +1,163 @@
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { serve } from '@hono/node-server';
+import express from 'express';
+import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
+import { Hono } from 'hono';
+import type { Decision } from '../../../src/index';
+import {
+  fastifyRateLimit,
+  honoRateLimit,
+  nodeRateLimit,
+  withRateLimit,
+  type RateLimitOptions,
+} from '../../../src/http';
+
+/** The adapters under test, each behind a real server on loopback. */
+export const ADAPTERS = ['express', 'fastify', 'hono', 'fetch'] as const;
+export type Adapter = (typeof ADAPTERS)[number];
+
+type Header = (name: string) => string | undefined;
+
+/**
+ * What a test configures, free of any framework: callbacks see a header reader and the path, and
+ * each launcher translates them to its adapter's own request type.
+ */
+export interface Setup extends Omit<RateLimitOptions<never>, 'key' | 'cost' | 'skip'> {
+  key?: (header: Header) => string;
+  cost?: (header: Header) => number;
+  skip?: (path: string) => boolean;
+  /** Answer refusals with 503 and `retry in <ms> ms` instead of the default. */
+  customRefusal?: boolean;
+}
+
+export interface Running {
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+const refusalText = (decision: Decision) => `retry in ${decision.retryAfterMs} ms`;
+
+/** Starts `adapter` with GET / ("ok") and GET /health ("up"); errors answer 500 with their message. */
+export async function start(adapter: Adapter, setup: Setup): Promise<Running> {
+  return LAUNCHERS[adapter](setup);
+}
+
+const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
+  async express(setup) {
+    const { key, cost, skip, customRefusal, ...common } = setup;
+    const header = (req: express.Request): Header => (name) => req.get(name);
+    const app = express();
+    app.use(
+      nodeRateLimit<express.Request, express.Response>({
+        ...common,
+        ...(key && { key: (req) => key(header(req)) }),
+        ...(cost && { cost: (req) => cost(header(req)) }),
+        ...(skip && { skip: (req) => skip(req.path) }),
+        ...(customRefusal && { onRejected: (_req, res, decision) => void res.status(503).send(refusalText(decision)) }),
+      }),
+    );
+    app.get('/', (_req, res) => void res.send('ok'));
+    app.get('/health', (_req, res) => void res.send('up'));
+    app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      res.status(500).send(error.message);
+    });
+    return listenNode(app.listen(0, '127.0.0.1'));
+  },
+
+  async fastify(setup) {
+    const { key, cost, skip, customRefusal, ...common } = setup;
+    const app = Fastify();
+    const header = (req: FastifyRequest): Header => (name) => {
+      const value = req.headers[name];
+      return Array.isArray(value) ? value.join(', ') : value;
+    };
+    app.addHook(
+      'onRequest',
+      fastifyRateLimit<FastifyRequest, FastifyReply>({
+        ...common,
+        ...(key && { key: (req) => key(header(req)) }),
+        ...(cost && { cost: (req) => cost(header(req)) }),
+        ...(skip && { skip: (req) => skip(req.url) }),
+        ...(customRefusal && {
+          onRejected: (_req, reply, decision) => void reply.code(503).send(refusalText(decision)),
+        }),
+      }),
+    );
+    app.get('/', async () => 'ok');
+    app.get('/health', async () => 'up');
+    app.setErrorHandler((error: Error, _req, reply) => void reply.code(500).send(error.message));
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as AddressInfo;
+    return { url: `http://127.0.0.1:${port}`, close: () => app.close() };
+  },
+
+  async hono(setup) {
+    const { key, cost, skip, customRefusal, ...common } = setup;
+    const app = new Hono();
+    app.use(
+      honoRateLimit({
+        ...common,
+        ...(key && { key: (c) => key((name) => c.req.header(name)) }),
+        ...(cost && { cost: (c) => cost((name) => c.req.header(name)) }),
+        ...(skip && { skip: (c) => skip(c.req.path) }),
+        ...(customRefusal && { onRejected: (_c, decision) => new Response(refusalText(decision), { status: 503 }) }),
+      }),
+    );
+    app.get('/', (c) => c.text('ok'));
+    app.get('/health', (c) => c.text('up'));
+    app.onError((error, c) => c.text(error.message, 500));
+    return listenNode(serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server);
+  },
+
+  async fetch(setup) {
+    const { key, cost, skip, customRefusal, ...common } = setup;
+    const headerOf = (request: Request): Header => (name) => request.headers.get(name) ?? undefined;
+    const handler = withRateLimit(
+      {
+        ...common,
+        ...(key && { key: (request) => key(headerOf(request)) }),
+        ...(cost && { cost: (request) => cost(headerOf(request)) }),
+        ...(skip && { skip: (request) => skip(new URL(request.url).pathname) }),
+        ...(customRefusal && { onRejected: (_request, decision) => new Response(refusalText(decision), { status: 503 }) }),
+      },
+      (request) => new Response(new URL(request.url).pathname === '/health' ? 'up' : 'ok'),
+    );
+    // @hono/node-server passes `{ incoming, outgoing }` after the request, where the peer address is.
+    const fetch = async (request: Request, env: unknown) => {
+      try {
+        return await (handler as (request: Request, env: unknown) => Promise<Response>)(request, env);
+      } catch (error) {
+        return new Response((error as Error).message, { status: 500 });
+      }
+    };
+    return listenNode(serve({ fetch, port: 0, hostname: '127.0.0.1' }) as Server);
+  },
+};
+
+/** Resolves with the address once `server` listens. */
+export async function listening(server: Server): Promise<AddressInfo> {
+  if (!server.listening) await new Promise((resolve) => server.once('listening', resolve));
+  return server.address() as AddressInfo;
+}
+
+async function listenNode(server: Server): Promise<Running> {
+  const { port } = await listening(server);
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.closeAllConnections();
+        server.close((error) => (error ? reject(error) : resolve()));
+      }),
+  };
+}
+
+/** The rate-limit fields of a response (names lowercased), for exact comparison. */
+export function limitFields(response: Response): Record<string, string> {
+  const fields: Record<string, string> = {};
+  response.headers.forEach((value, name) => {
+    if (/^(x-)?ratelimit|^retry-after$/.test(name)) fields[name] = value;
+  });
+  return fields;
+}
