@@ -1,7 +1,6 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
-import { floorDiv } from '../src/core/exact';
-import { algorithms, replay, scenarioArb, type Grant, type Scenario } from './support/algorithms';
+import { algorithms, boundName, composites, replay, scenarioArb, worstExcess } from './support/algorithms';
 
 // One suite, every algorithm: each law a user relies on, checked on random traffic.
 
@@ -9,7 +8,7 @@ const followUpArb = fc.array(fc.record({ dt: fc.integer({ min: 0, max: 3000 }), 
   maxLength: 20,
 });
 
-describe.each(algorithms)('$name', ({ make, bound }) => {
+describe.each([...algorithms, ...composites])('$name', ({ make, bound }) => {
   test.prop([scenarioArb, fc.integer({ min: 1, max: 1_000_000 })])(
     'retryAfterMs is exact: one ms earlier is refused, at it allowed',
     (scenario, size) => {
@@ -38,6 +37,18 @@ describe.each(algorithms)('$name', ({ make, bound }) => {
       expect(decision.limit).toBe(limit);
       if (remaining + 1 <= limit) expect(state.tryAcquire(now, remaining + 1).allowed).toBe(false);
       if (remaining >= 1) expect(state.tryAcquire(now, remaining).allowed).toBe(true);
+    },
+  );
+
+  test.prop([scenarioArb, fc.integer({ min: 1, max: 1_000_000 })])(
+    'peek answers exactly as tryAcquire would, and spends nothing',
+    (scenario, size) => {
+      const { state, now } = replay(make, scenario);
+      const permits = 1 + (size % scenario.rule.limit);
+      const before = structuredClone(state);
+      const peeked = state.peek(now, permits);
+      expect(state).toEqual(before);
+      expect(state.tryAcquire(now, permits)).toEqual(peeked);
     },
   );
 
@@ -82,9 +93,9 @@ describe.each(algorithms)('$name', ({ make, bound }) => {
     },
   );
 
-  test.prop([scenarioArb])(ruleName(bound), (scenario) => {
+  test.prop([scenarioArb])(boundName(bound), (scenario) => {
     const { grants } = replay(make, scenario);
-    expect(worstExcess(bound, scenario, grants)).toBeLessThanOrEqual(0);
+    expect(worstExcess(bound, scenario.rule, grants)).toBeLessThanOrEqual(0);
   });
 
   test.prop([scenarioArb, fc.integer({ min: 1, max: 10_000_000 }), fc.integer({ min: 1, max: 1_000_000 }), followUpArb])(
@@ -127,27 +138,3 @@ describe.each(algorithms)('$name', ({ make, bound }) => {
     },
   );
 });
-
-function ruleName(bound: string): string {
-  if (bound === 'rate') return 'never more than limit + rate·Δt over any interval';
-  if (bound === 'sliding') return 'never more than limit in any window (t - windowMs, t]';
-  return 'never more than limit in any aligned window';
-}
-
-/** How far the grants go beyond the algorithm's bound at their worst, scaled to integers (≤ 0 holds). */
-function worstExcess(bound: string, { rule }: Scenario, grants: readonly Grant[]): number {
-  const { limit, windowMs } = rule;
-  let worst = -Infinity;
-  grants.forEach((first, i) => {
-    let sum = 0;
-    for (let j = i; j < grants.length; j++) {
-      const grant = grants[j] as Grant;
-      if (bound === 'sliding' && grant.at - first.at >= windowMs) break;
-      if (bound === 'aligned' && floorDiv(grant.at, windowMs) !== floorDiv(first.at, windowMs)) break;
-      sum += grant.permits;
-      const allowance = bound === 'rate' ? limit * windowMs + (grant.at - first.at) * limit : limit * windowMs;
-      worst = Math.max(worst, sum * windowMs - allowance);
-    }
-  });
-  return worst;
-}

@@ -20,3 +20,24 @@ export interface RateLimitAlgorithm {
   /** True when forgetting this state could not change any future decision. */
   isIdle(nowMs: number): boolean;
 }
+
+/**
+ * An algorithm that can also tell what it would decide without spending anything: every ratekeeper
+ * algorithm is one. A `Composite` is made of these, since deciding all-or-nothing needs every
+ * part's answer before any part spends.
+ *
+ * @example
+ * ```ts
+ * import { SlidingWindowLog, Rule, type PeekableAlgorithm } from 'ratekeeper';
+ * const log: PeekableAlgorithm = new SlidingWindowLog(Rule.perSecond(2));
+ * log.peek(0, 2).allowed; // true, and still nothing spent
+ * log.tryAcquire(0, 2).allowed; // true
+ * ```
+ */
+export interface PeekableAlgorithm extends RateLimitAlgorithm {
+  /**
+   * The decision `tryAcquire(nowMs, permits)` would return now, without spending or storing anything.
+   * @throws RangeError as `tryAcquire` does.
+   */
+  peek(nowMs: number, permits?: number): Decision;
+}

@@ -2,7 +2,7 @@ import { allow, reject, type Decision } from '../core/decision';
 import { floorDiv } from '../core/exact';
 import { canonicalRule, type Rule } from '../core/rule';
 import { checkPermits, checkTime } from '../core/validate';
-import type { RateLimitAlgorithm } from './algorithm';
+import type { PeekableAlgorithm } from './algorithm';
 
 /**
  * A fixed window: at most `limit` per window, with windows aligned to the clock's zero
@@ -17,10 +17,14 @@ import type { RateLimitAlgorithm } from './algorithm';
  * window.tryAcquire(950).retryAfterMs; // 50: the next window opens at 1000
  * ```
  */
-export class FixedWindow implements RateLimitAlgorithm {
+export class FixedWindow implements PeekableAlgorithm {
   private readonly rule: Rule;
-  /** The index of the window `count` belongs to: window i covers [i·windowMs, (i+1)·windowMs). */
-  private window = -Infinity;
+  /**
+   * The index of the window `count` belongs to: window i covers [i·windowMs, (i+1)·windowMs).
+   * Meaningless while `count` is zero; starting it at 0 rather than -Infinity keeps it a small
+   * integer, which V8 stores inline instead of boxing (16 bytes less per key).
+   */
+  private window = 0;
   private count = 0;
 
   constructor(rule: Rule) {
@@ -28,22 +32,33 @@ export class FixedWindow implements RateLimitAlgorithm {
   }
 
   tryAcquire(nowMs: number, permits = 1): Decision {
+    return this.decide(nowMs, permits, true);
+  }
+
+  peek(nowMs: number, permits = 1): Decision {
+    return this.decide(nowMs, permits, false);
+  }
+
+  isIdle(nowMs: number): boolean {
+    return this.count === 0 || floorDiv(nowMs, this.rule.windowMs) > this.window;
+  }
+
+  /** The one place that decides; it writes only when `spend` is set and the request is allowed. */
+  private decide(nowMs: number, permits: number, spend: boolean): Decision {
     const { limit, windowMs } = this.rule;
     checkTime(nowMs);
     checkPermits(permits, limit);
     // A reading from an earlier window than the stored one counts as no time passing.
     const current = floorDiv(nowMs, windowMs);
-    const window = current > this.window ? current : this.window;
+    const window = current > this.window || this.count === 0 ? current : this.window;
     const now = Math.max(nowMs, window * windowMs);
     const used = window === this.window ? this.count : 0;
     const untilNext = Math.ceil((window + 1) * windowMs - now);
     if (used + permits > limit) return reject(limit, limit - used, untilNext, untilNext);
-    this.window = window;
-    this.count = used + permits;
+    if (spend) {
+      this.window = window;
+      this.count = used + permits;
+    }
     return allow(limit, limit - used - permits, untilNext);
-  }
-
-  isIdle(nowMs: number): boolean {
-    return this.count === 0 || floorDiv(nowMs, this.rule.windowMs) > this.window;
   }
 }

@@ -2,7 +2,7 @@ import { allow, reject, type Decision } from '../core/decision';
 import { ceilDiv, floorDiv } from '../core/exact';
 import { canonicalRule, type Rule } from '../core/rule';
 import { checkPermits, checkTime } from '../core/validate';
-import type { RateLimitAlgorithm } from './algorithm';
+import type { PeekableAlgorithm } from './algorithm';
 
 /**
  * A sliding window counter: keeps counts for the current and the previous aligned window and
@@ -22,10 +22,14 @@ import type { RateLimitAlgorithm } from './algorithm';
  * counter.tryAcquire(90_000).remaining; // 39: the estimate was 80·½ + 20 = 60, plus this one
  * ```
  */
-export class SlidingWindowCounter implements RateLimitAlgorithm {
+export class SlidingWindowCounter implements PeekableAlgorithm {
   private readonly rule: Rule;
-  /** The index of the current window: window i covers [i·windowMs, (i+1)·windowMs). */
-  private window = -Infinity;
+  /**
+   * The index of the current window: window i covers [i·windowMs, (i+1)·windowMs). Meaningless
+   * while both counts are zero; starting it at 0 rather than -Infinity keeps it a small integer,
+   * which V8 stores inline instead of boxing (16 bytes less per key).
+   */
+  private window = 0;
   private previous = 0;
   private current = 0;
 
@@ -34,12 +38,28 @@ export class SlidingWindowCounter implements RateLimitAlgorithm {
   }
 
   tryAcquire(nowMs: number, permits = 1): Decision {
+    return this.decide(nowMs, permits, true);
+  }
+
+  peek(nowMs: number, permits = 1): Decision {
+    return this.decide(nowMs, permits, false);
+  }
+
+  isIdle(nowMs: number): boolean {
+    const index = floorDiv(nowMs, this.rule.windowMs);
+    if (index >= this.window + 2) return true;
+    if (index === this.window + 1) return this.current === 0;
+    return this.current === 0 && this.previous === 0;
+  }
+
+  /** The one place that decides; it writes only when `spend` is set and the request is allowed. */
+  private decide(nowMs: number, permits: number, spend: boolean): Decision {
     const { limit, windowMs: w } = this.rule;
     checkTime(nowMs);
     checkPermits(permits, limit);
     // A reading from an earlier window than the stored one counts as no time passing.
     const index = floorDiv(nowMs, w);
-    const window = index > this.window ? index : this.window;
+    const window = index > this.window || (this.previous === 0 && this.current === 0) ? index : this.window;
     const start = window * w;
     const elapsed = Math.max(nowMs, start) - start;
     const previous = window === this.window ? this.previous : window === this.window + 1 ? this.current : 0;
@@ -49,17 +69,12 @@ export class SlidingWindowCounter implements RateLimitAlgorithm {
       const retryAfterMs = retryAfter(room, previous, current, permits, limit, w, elapsed);
       return reject(limit, Math.max(0, floorDiv(room, w)), retryAfterMs, resetAfter(previous, current, w, elapsed));
     }
-    this.window = window;
-    this.previous = previous;
-    this.current = current + permits;
+    if (spend) {
+      this.window = window;
+      this.previous = previous;
+      this.current = current + permits;
+    }
     return allow(limit, floorDiv(room - permits * w, w), resetAfter(previous, current + permits, w, elapsed));
-  }
-
-  isIdle(nowMs: number): boolean {
-    const index = floorDiv(nowMs, this.rule.windowMs);
-    if (index >= this.window + 2) return true;
-    if (index === this.window + 1) return this.current === 0;
-    return this.current === 0 && this.previous === 0;
   }
 }
 

@@ -1,7 +1,7 @@
 import { allow, reject, type Decision } from '../core/decision';
 import { canonicalRule, type Rule } from '../core/rule';
 import { checkPermits, checkTime } from '../core/validate';
-import type { RateLimitAlgorithm } from './algorithm';
+import type { PeekableAlgorithm } from './algorithm';
 
 /**
  * A sliding window log: at most `limit` permits in any half-open interval `(t - windowMs, t]`.
@@ -21,7 +21,7 @@ import type { RateLimitAlgorithm } from './algorithm';
  * log.tryAcquire(800).retryAfterMs; // 300: the hit at 100 leaves at 1100
  * ```
  */
-export class SlidingWindowLog implements RateLimitAlgorithm {
+export class SlidingWindowLog implements PeekableAlgorithm {
   private readonly rule: Rule;
   private ring: number[] = [];
   private head = 0;
@@ -32,6 +32,19 @@ export class SlidingWindowLog implements RateLimitAlgorithm {
   }
 
   tryAcquire(nowMs: number, permits = 1): Decision {
+    return this.decide(nowMs, permits, true);
+  }
+
+  peek(nowMs: number, permits = 1): Decision {
+    return this.decide(nowMs, permits, false);
+  }
+
+  isIdle(nowMs: number): boolean {
+    return this.size === 0 || this.at(this.size - 1) + this.rule.windowMs <= nowMs;
+  }
+
+  /** The one place that decides; it writes only when `spend` is set and the request is allowed. */
+  private decide(nowMs: number, permits: number, spend: boolean): Decision {
     const { limit, windowMs } = this.rule;
     checkTime(nowMs);
     checkPermits(permits, limit);
@@ -45,13 +58,11 @@ export class SlidingWindowLog implements RateLimitAlgorithm {
       const leaving = this.at(expired + live + permits - limit - 1);
       return reject(limit, limit - live, Math.ceil(leaving + windowMs - now), Math.ceil(newest + windowMs - now));
     }
-    this.drop(expired);
-    this.append(now, permits);
+    if (spend) {
+      this.drop(expired);
+      this.append(now, permits);
+    }
     return allow(limit, limit - live - permits, Math.ceil(windowMs));
-  }
-
-  isIdle(nowMs: number): boolean {
-    return this.size === 0 || this.at(this.size - 1) + this.rule.windowMs <= nowMs;
   }
 
   /** The i-th oldest logged time. */

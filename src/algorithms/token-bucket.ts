@@ -2,7 +2,7 @@ import { allow, reject, type Decision } from '../core/decision';
 import { ceilDiv, floorDiv, gcd } from '../core/exact';
 import { sharedPerRule, type Rule } from '../core/rule';
 import { checkPermits, checkTime } from '../core/validate';
-import type { RateLimitAlgorithm } from './algorithm';
+import type { PeekableAlgorithm } from './algorithm';
 
 // Tokens are counted in scaled units so that refill is whole numbers on an integer clock: with the
 // rate limit/windowMs reduced to perMs/perToken, one millisecond adds `perMs` units and one token is
@@ -36,7 +36,7 @@ const planFor = sharedPerRule((rule): Plan => {
  * bucket.tryAcquire(0).retryAfterMs; // 250
  * ```
  */
-export class TokenBucket implements RateLimitAlgorithm {
+export class TokenBucket implements PeekableAlgorithm {
   private readonly plan: Plan;
   private units: number;
   private last = -Infinity;
@@ -47,6 +47,20 @@ export class TokenBucket implements RateLimitAlgorithm {
   }
 
   tryAcquire(nowMs: number, permits = 1): Decision {
+    return this.decide(nowMs, permits, true);
+  }
+
+  peek(nowMs: number, permits = 1): Decision {
+    return this.decide(nowMs, permits, false);
+  }
+
+  isIdle(nowMs: number): boolean {
+    const elapsed = nowMs > this.last ? nowMs - this.last : 0;
+    return this.units + elapsed * this.plan.perMs >= this.plan.capacity;
+  }
+
+  /** The one place that decides; it writes only when `spend` is set and the request is allowed. */
+  private decide(nowMs: number, permits: number, spend: boolean): Decision {
     const { limit, perMs, perToken, capacity } = this.plan;
     checkTime(nowMs);
     checkPermits(permits, limit);
@@ -59,13 +73,10 @@ export class TokenBucket implements RateLimitAlgorithm {
       return reject(limit, floorDiv(units, perToken), ceilDiv(cost - units, perMs), ceilDiv(capacity - units, perMs));
     }
     const left = units - cost;
-    this.units = left;
-    this.last = now;
+    if (spend) {
+      this.units = left;
+      this.last = now;
+    }
     return allow(limit, floorDiv(left, perToken), ceilDiv(capacity - left, perMs));
-  }
-
-  isIdle(nowMs: number): boolean {
-    const elapsed = nowMs > this.last ? nowMs - this.last : 0;
-    return this.units + elapsed * this.plan.perMs >= this.plan.capacity;
   }
 }

@@ -1,7 +1,11 @@
-import type { RateLimitAlgorithm } from '../algorithms/algorithm';
+import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
 import { type Clock, systemClock } from '../core/clock';
-import { type Decision, degrade, reject } from '../core/decision';
+import type { Decision } from '../core/decision';
 import { describe, integerIn } from '../core/validate';
+import type { AcquireOptions } from './acquire-options';
+import { checkFactory, KeyTable, tableFull } from './key-table';
+import { type Scheduler, schedulerFor } from './scheduler';
+import { WaitQueue } from './wait-queue';
 
 /**
  * Anything that decides synchronously per key: a `KeyedRateLimiter`, or your own.
@@ -22,19 +26,18 @@ export interface KeyedRateLimiterOptions {
    * so tiers can differ per key; swapping the whole fleet's algorithm is a one-line change here.
    */
   algorithm: (key: string) => RateLimitAlgorithm;
-  /** Where time comes from; read once per call. @default systemClock */
-  clock?: Clock;
+  /**
+   * Where time comes from; read once per call. When it also sets timers (a `Scheduler`, such as
+   * `ManualScheduler` in tests), waits use its timers, so the clock and the timers always agree;
+   * otherwise waits use the global `setTimeout`. @default systemClock
+   */
+  clock?: Clock | Scheduler;
   /**
    * The most keys kept at once. A new key arriving when the table is full takes the place of an
    * idle key; when none is idle it is refused with `degraded: 'key-table-full'`. @default Infinity
    */
   maxKeys?: number;
 }
-
-/** Entries examined each time a new key is stored: enough to keep the table within about twice its active keys. */
-const SWEEP_PER_NEW_KEY = 2;
-/** Entries examined, at most, to find room for a new key in a full table; a caller never waits on a full sweep. */
-const SWEEP_WHEN_FULL = 32;
 
 /**
  * One independent rate limit per key (user, API key, IP, endpoint), each built by the factory
@@ -51,33 +54,28 @@ const SWEEP_WHEN_FULL = 32;
  * ```
  */
 export class KeyedRateLimiter implements RateLimiter {
-  readonly #states = new Map<string, RateLimitAlgorithm>();
-  readonly #algorithm: (key: string) => RateLimitAlgorithm;
+  readonly #table: KeyTable;
   readonly #clock: Clock;
-  readonly #maxKeys: number;
-  /** Where reclamation resumes: a live Map iterator survives inserts and deletes. */
-  #cursor: Iterator<[string, RateLimitAlgorithm]> | undefined;
+  readonly #waiting: WaitQueue;
 
   constructor(options: KeyedRateLimiterOptions) {
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`ratekeeper: KeyedRateLimiter options must be an object, got ${describe(options)}`);
     }
     const { algorithm, clock = systemClock, maxKeys = Infinity } = options;
-    if (typeof algorithm !== 'function') {
-      throw new TypeError(`ratekeeper: \`algorithm\` must be a function returning a fresh algorithm, got ${describe(algorithm)}`);
-    }
+    checkFactory(algorithm);
     if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function') {
       throw new TypeError(`ratekeeper: \`clock\` must be an object with a now() method, got ${describe(clock)}`);
     }
     if (maxKeys !== Infinity) integerIn('maxKeys', maxKeys, 1, Number.MAX_SAFE_INTEGER);
-    this.#algorithm = algorithm;
     this.#clock = clock;
-    this.#maxKeys = maxKeys;
+    this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), schedulerFor(clock));
+    this.#table = new KeyTable(algorithm, maxKeys, (key) => this.#waiting.has(key));
   }
 
   /** How many keys are resident. */
   get size(): number {
-    return this.#states.size;
+    return this.#table.size;
   }
 
   /**
@@ -86,63 +84,78 @@ export class KeyedRateLimiter implements RateLimiter {
    */
   tryAcquire(key: string, permits = 1): Decision {
     const now = this.#clock.now();
-    const state = this.#states.get(key);
+    const state = this.#table.get(key);
     if (state !== undefined) return state.tryAcquire(now, permits);
     return this.#admit(key, permits, now);
   }
 
   /**
-   * Forgets every idle key now (a full pass over the table) and returns how many were removed.
-   * Never needed for bounded memory; useful before measuring or shutting down.
+   * Waits until `permits` (default 1) are granted to `key`, first in first out per key, and resolves
+   * with the `Allowed` decision. If the wait would exceed `maxWaitMs` it resolves with the `Rejected`
+   * decision instead, as soon as that is known; if `signal` aborts it rejects with `signal.reason`.
+   * A waiter holds no permits, so leaving spends nothing and never delays those behind it. Plain
+   * `tryAcquire` calls do not queue. Waits use the clock's timers when it has them (a `Scheduler`).
+   *
+   * @example
+   * ```ts
+   * import { KeyedRateLimiter, Rule, TokenBucket } from 'ratekeeper';
+   * const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)) });
+   * for (let i = 0; i < 4; i++) await limiter.acquire('uploads'); // the last two wait 500 ms each
+   * ```
    */
-  evictIdle(nowMs: number = this.#clock.now()): number {
-    let removed = 0;
-    for (const [key, state] of this.#states) {
-      if (state.isIdle(nowMs)) {
-        this.#states.delete(key);
-        removed++;
+  acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
+    if (this.#waiting.has(key)) {
+      // Behind others, a request larger than the limit would hear so only at its turn: check it now.
+      const state = (this.#table.get(key) ?? this.#table.carried(key)) as Partial<PeekableAlgorithm> | undefined;
+      try {
+        state?.peek?.(this.#clock.now(), permits);
+      } catch (error) {
+        return Promise.reject(error);
       }
     }
-    return removed;
+    return this.#waiting.acquire(key, permits, options);
+  }
+
+  /**
+   * Switches to a new factory without losing what was spent: each resident key's state is carried
+   * over to a fresh state from `algorithm`, as measured now. The permits a key still counts as used
+   * (its old limit minus what it has available) are spent in the new state at this moment, capped
+   * at the new limit; composites with as many parts carry over part by part. Keys are carried over
+   * lazily, on first use or as the table is swept, so this call is O(1) (unless an earlier switch
+   * still has keys to carry over: those are finished first). Waiters are tried again at once under
+   * the new rule. A custom algorithm without `peek` keeps its state until it is idle.
+   *
+   * @example
+   * ```ts
+   * import { KeyedRateLimiter, Rule, TokenBucket } from 'ratekeeper';
+   * const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(10)) });
+   * limiter.tryAcquire('user-1', 4);
+   * limiter.reconfigure(() => new TokenBucket(Rule.perMinute(100)));
+   * limiter.tryAcquire('user-1').remaining; // 95: the 4 spent still count
+   * ```
+   */
+  reconfigure(algorithm: (key: string) => RateLimitAlgorithm): void {
+    checkFactory(algorithm);
+    this.#table.reconfigure(algorithm, this.#clock.now());
+    this.#waiting.wake();
+  }
+
+  /**
+   * Forgets every idle key now (a full pass over the table) and returns how many were removed.
+   * Keys someone waits on stay. Never needed for bounded memory; useful before measuring or shutting down.
+   */
+  evictIdle(nowMs: number = this.#clock.now()): number {
+    return this.#table.evictIdle(nowMs);
   }
 
   #admit(key: string, permits: number, now: number): Decision {
     if (typeof key !== 'string') throw new TypeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
-    const state = this.#algorithm(key);
+    const carried = this.#table.carried(key);
+    if (carried !== undefined) return carried.tryAcquire(now, permits);
+    const state = this.#table.create(key);
     // Decide before storing: a bad argument throws here and leaves the table as it was.
     const decision = state.tryAcquire(now, permits);
-    if (!decision.allowed) return decision;
-    this.#sweep(now, SWEEP_PER_NEW_KEY);
-    if (this.#states.size >= this.#maxKeys) this.#sweep(now, SWEEP_WHEN_FULL, this.#maxKeys - 1);
-    if (this.#states.size >= this.#maxKeys) return this.#tableFull(state, decision, permits, now);
-    this.#states.set(key, state);
-    return decision;
-  }
-
-  /**
-   * Examines up to `budget` entries from where the last sweep stopped, removing the idle ones, and
-   * stops early once no more than `until` keys are left.
-   */
-  #sweep(now: number, budget: number, until = 0): void {
-    for (let i = 0; i < budget && this.#states.size > until; i++) {
-      let step = this.#cursor?.next();
-      if (step === undefined || step.done === true) {
-        this.#cursor = this.#states.entries();
-        step = this.#cursor.next();
-        if (step.done === true) return;
-      }
-      const [key, state] = step.value;
-      if (state.isIdle(now)) this.#states.delete(key);
-    }
-  }
-
-  /**
-   * Refuses a new key because every resident key is active. The retry hint is how long a key
-   * emptied now stays active: an upper bound on when a resident key that goes quiet frees its slot.
-   */
-  #tableFull(fresh: RateLimitAlgorithm, granted: Decision, permits: number, now: number): Decision {
-    const { limit } = granted;
-    const emptied = permits < limit ? fresh.tryAcquire(now, limit - permits) : granted;
-    return degrade(reject(limit, 0, Math.max(1, emptied.resetAfterMs), 0), 'key-table-full');
+    if (!decision.allowed || this.#table.add(key, state, now)) return decision;
+    return tableFull(state, decision, permits, now);
   }
 }

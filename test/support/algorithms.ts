@@ -1,5 +1,7 @@
 import fc from 'fast-check';
+import { floorDiv } from '../../src/core/exact';
 import {
+  Composite,
   FixedWindow,
   LeakyBucket,
   Rule,
@@ -7,7 +9,7 @@ import {
   SlidingWindowLog,
   TokenBucket,
   type Decision,
-  type RateLimitAlgorithm,
+  type PeekableAlgorithm,
 } from '../../src/index';
 
 /** How an algorithm bounds what it lets through, which decides the rate law it is tested against. */
@@ -15,7 +17,7 @@ export type Bound = 'rate' | 'sliding' | 'aligned';
 
 export interface AlgorithmCase {
   readonly name: string;
-  readonly make: (rule: Rule) => RateLimitAlgorithm;
+  readonly make: (rule: Rule) => PeekableAlgorithm;
   readonly bound: Bound;
 }
 
@@ -25,6 +27,15 @@ export const algorithms: readonly AlgorithmCase[] = [
   { name: 'FixedWindow', make: (rule) => new FixedWindow(rule), bound: 'aligned' },
   { name: 'SlidingWindowLog', make: (rule) => new SlidingWindowLog(rule), bound: 'sliding' },
   { name: 'SlidingWindowCounter', make: (rule) => new SlidingWindowCounter(rule), bound: 'aligned' },
+];
+
+/**
+ * Composites whose parts share one rule, so that every law of the conformance suite applies to them
+ * unchanged (the limit reported is the rule's). Composites of different rules have their own tests.
+ */
+export const composites: readonly AlgorithmCase[] = [
+  { name: 'Composite(TokenBucket, SlidingWindowLog)', make: (rule) => new Composite([new TokenBucket(rule), new SlidingWindowLog(rule)]), bound: 'sliding' },
+  { name: 'Composite(SlidingWindowCounter, FixedWindow)', make: (rule) => new Composite([new SlidingWindowCounter(rule), new FixedWindow(rule)]), bound: 'aligned' },
 ];
 
 export interface Step {
@@ -71,7 +82,7 @@ export const scenarioArb: fc.Arbitrary<Scenario> = ruleArb.chain((rule) =>
 );
 
 /** Plays a scenario through a fresh state, returning it with the time of the last step and every grant. */
-export function replay(make: (rule: Rule) => RateLimitAlgorithm, scenario: Scenario) {
+export function replay<S extends PeekableAlgorithm>(make: (rule: Rule) => S, scenario: Scenario) {
   const state = make(scenario.rule);
   const grants: Grant[] = [];
   const decisions: Decision[] = [];
@@ -87,4 +98,42 @@ export function replay(make: (rule: Rule) => RateLimitAlgorithm, scenario: Scena
     }
   }
   return { state, now, grants, decisions, lastGrantAt };
+}
+
+/** The law an algorithm's grants obey, in plain words, to name the property that checks it. */
+export function boundName(bound: Bound): string {
+  if (bound === 'rate') return 'never more than limit + rate·Δt over any interval';
+  if (bound === 'sliding') return 'never more than limit in any window (t - windowMs, t]';
+  return 'never more than limit in any aligned window';
+}
+
+/** How far grants (in time order) go beyond the bound at their worst, scaled to integers (≤ 0 holds). */
+export function worstExcess(bound: Bound, rule: Rule, grants: readonly Grant[]): number {
+  const { limit, windowMs } = rule;
+  let worst = -Infinity;
+  grants.forEach((first, i) => {
+    let sum = 0;
+    for (let j = i; j < grants.length; j++) {
+      const grant = grants[j] as Grant;
+      if (bound === 'sliding' && grant.at - first.at >= windowMs) break;
+      if (bound === 'aligned' && floorDiv(grant.at, windowMs) !== floorDiv(first.at, windowMs)) break;
+      sum += grant.permits;
+      const allowance = bound === 'rate' ? limit * windowMs + (grant.at - first.at) * limit : limit * windowMs;
+      worst = Math.max(worst, sum * windowMs - allowance);
+    }
+  });
+  return worst;
+}
+
+/** Wraps a state so that every grant it makes is written to `grants`: what a test observes of a limiter. */
+export function recording<S extends PeekableAlgorithm>(state: S, grants: Grant[]): PeekableAlgorithm {
+  return {
+    tryAcquire(nowMs, permits = 1) {
+      const decision = state.tryAcquire(nowMs, permits);
+      if (decision.allowed) grants.push({ at: nowMs, permits });
+      return decision;
+    },
+    peek: (nowMs, permits) => state.peek(nowMs, permits),
+    isIdle: (nowMs) => state.isIdle(nowMs),
+  };
 }

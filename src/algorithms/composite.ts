@@ -1,0 +1,116 @@
+import { allow, reject, type Decision } from '../core/decision';
+import { checkTime, describe } from '../core/validate';
+import type { PeekableAlgorithm } from './algorithm';
+
+/**
+ * Several rules on one key at once (10 per second and 1000 per hour), decided all-or-nothing: a
+ * request is allowed only when every part allows it, and nothing is spent in any part otherwise.
+ *
+ * The decision reports the part that binds, the one with the fewest permits left (the first listed
+ * on a tie): `limit` and `remaining` are that part's, so `remaining` is the smallest of all parts.
+ * `retryAfterMs` is the exact time until every part allows the request together, and
+ * `resetAfterMs` the time until every part is back to new. Permits may not exceed the smallest
+ * part's limit. Use it as the result of the keyed limiter's factory, with fresh parts for each key.
+ * A custom part is taken to be as new when it allows a request for its whole limit.
+ *
+ * @example
+ * ```ts
+ * import { Composite, KeyedRateLimiter, Rule, SlidingWindowLog, TokenBucket } from 'ratekeeper';
+ * const limiter = new KeyedRateLimiter({
+ *   algorithm: () => new Composite([new TokenBucket(Rule.perSecond(10)), new SlidingWindowLog(Rule.perHour(1000))]),
+ * });
+ * limiter.tryAcquire('user-1').remaining; // 9: the per-second part binds
+ * ```
+ */
+export class Composite implements PeekableAlgorithm {
+  /** The rules this key is held to, each with its own state; nested composites are flattened. */
+  readonly parts: readonly PeekableAlgorithm[];
+  /** The latest time a request was granted at: an earlier reading counts as no time passing, as in every part. */
+  private latest = -Infinity;
+
+  /** @param parts one or more distinct algorithm instances (any ratekeeper algorithm, composites included). */
+  constructor(parts: readonly PeekableAlgorithm[]) {
+    if (!Array.isArray(parts) || parts.length === 0) {
+      throw new TypeError(`ratekeeper: \`parts\` must be a non-empty array of algorithms, got ${describe(parts)}`);
+    }
+    parts.forEach((part: unknown, i) => {
+      const p = part as Partial<PeekableAlgorithm> | null;
+      if (p === null || typeof p !== 'object' || typeof p.tryAcquire !== 'function' || typeof p.peek !== 'function' || typeof p.isIdle !== 'function') {
+        throw new TypeError(`ratekeeper: \`parts[${i}]\` must be an algorithm with tryAcquire, peek and isIdle, got ${describe(part)}`);
+      }
+    });
+    const flat = parts.flatMap((part) => (part instanceof Composite ? part.parts : [part]));
+    // One state in two places would spend twice for one request.
+    if (new Set(flat).size !== flat.length) throw new TypeError('ratekeeper: `parts` holds the same algorithm twice; give each part its own instance');
+    this.parts = flat;
+  }
+
+  tryAcquire(nowMs: number, permits = 1): Decision {
+    const decision = this.peek(nowMs, permits);
+    if (!decision.allowed) return decision;
+    // Every part allowed at this very moment and nothing ran in between, so each spends as it peeked.
+    const now = nowMs > this.latest ? nowMs : this.latest;
+    for (const part of this.parts) part.tryAcquire(now, permits);
+    this.latest = now;
+    return decision;
+  }
+
+  peek(nowMs: number, permits = 1): Decision {
+    checkTime(nowMs);
+    const now = nowMs > this.latest ? nowMs : this.latest;
+    let limit = 0;
+    let available = Infinity;
+    let resetAfterMs = 0;
+    let longest = 0;
+    for (const part of this.parts) {
+      const decision = part.peek(now, permits);
+      // Compare what each part has now: an allowing part reports what is left after the request.
+      const has = decision.allowed ? decision.remaining + permits : decision.remaining;
+      if (has < available) {
+        limit = decision.limit;
+        available = has;
+      }
+      if (decision.resetAfterMs > resetAfterMs) resetAfterMs = decision.resetAfterMs;
+      if (decision.retryAfterMs > longest) longest = decision.retryAfterMs;
+    }
+    if (longest === 0) return allow(limit, available - permits, resetAfterMs);
+    return reject(limit, available, this.waitFrom(now, permits, longest), this.resetFrom(now, permits));
+  }
+
+  isIdle(nowMs: number): boolean {
+    return this.parts.every((part) => part.isIdle(nowMs));
+  }
+
+  /**
+   * The first whole ms, `wait` or later, at which every part allows the request. For the built-in
+   * algorithms the first guess is already it: with nothing spent, a refusal only eases as time
+   * passes, so a part that allows now allows later too. A custom part need not behave so (one that
+   * opens only in business hours), hence the check at the guess, moving on until all agree.
+   */
+  private waitFrom(now: number, permits: number, wait: number): number {
+    for (;;) {
+      let longest = 0;
+      for (const part of this.parts) {
+        const { retryAfterMs } = part.peek(now + wait, permits);
+        if (retryAfterMs > longest) longest = retryAfterMs;
+      }
+      if (longest === 0) return wait;
+      wait += longest;
+    }
+  }
+
+  /**
+   * When a refused key is back to new: the latest of its parts. A part that allows the request
+   * reports its state after spending, so its state now is read with a whole-limit request instead:
+   * refused, it tells its reset; allowed, the part is as new.
+   */
+  private resetFrom(now: number, permits: number): number {
+    let resetAfterMs = 0;
+    for (const part of this.parts) {
+      let decision = part.peek(now, permits);
+      if (decision.allowed) decision = part.peek(now, decision.limit);
+      if (!decision.allowed && decision.resetAfterMs > resetAfterMs) resetAfterMs = decision.resetAfterMs;
+    }
+    return resetAfterMs;
+  }
+}

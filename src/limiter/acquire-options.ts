@@ -1,0 +1,53 @@
+import { assertNumber, describe } from '../core/validate';
+
+/**
+ * How long `acquire` may wait, and how to stop it.
+ *
+ * @example
+ * ```ts
+ * import type { AcquireOptions } from 'ratekeeper';
+ * const options: AcquireOptions = { signal: AbortSignal.timeout(5000), maxWaitMs: 2000 };
+ * ```
+ */
+export interface AcquireOptions {
+  /**
+   * Cancels the wait: the promise rejects with `signal.reason`, nothing is spent, and those queued
+   * behind move up. @default undefined (wait until granted)
+   */
+  signal?: AbortSignal;
+  /**
+   * The longest wait accepted, in ms. A request that would wait longer resolves with the `Rejected`
+   * decision as soon as that is known: at once when nobody is ahead of it.
+   * @default undefined (no limit)
+   */
+  maxWaitMs?: number;
+}
+
+/** Checks `acquire` options eagerly, so a bad one throws before anything is queued. */
+export function readAcquireOptions(options: unknown): { signal: AbortSignal | undefined; maxWaitMs: number } {
+  if (options === undefined) return { signal: undefined, maxWaitMs: Infinity };
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError(`ratekeeper: acquire options must be an object, got ${describe(options)}`);
+  }
+  const { signal, maxWaitMs } = options as AcquireOptions;
+  return { signal: checkSignal(signal), maxWaitMs: maxWaitMs === undefined ? Infinity : checkMaxWait(maxWaitMs) };
+}
+
+/** Returns `signal` if it is undefined or an AbortSignal (any realm's); throws a `TypeError` naming it otherwise. */
+export function checkSignal(signal: unknown): AbortSignal | undefined {
+  if (signal === undefined) return undefined;
+  const s = signal as Partial<AbortSignal> | null;
+  if (s === null || typeof s !== 'object' || typeof s.aborted !== 'boolean' || typeof s.addEventListener !== 'function') {
+    throw new TypeError(`ratekeeper: \`signal\` must be an AbortSignal, got ${describe(signal)}`);
+  }
+  return signal as AbortSignal;
+}
+
+/** Returns `maxWaitMs` if it is a finite number of at least 0; throws a `TypeError` or `RangeError` naming it otherwise. */
+export function checkMaxWait(maxWaitMs: unknown): number {
+  assertNumber('maxWaitMs', maxWaitMs);
+  if (!(maxWaitMs >= 0 && maxWaitMs < Infinity)) {
+    throw new RangeError(`ratekeeper: \`maxWaitMs\` must be a finite number of at least 0, got ${maxWaitMs}`);
+  }
+  return maxWaitMs;
+}

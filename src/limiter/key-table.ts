@@ -1,0 +1,148 @@
+import type { RateLimitAlgorithm } from '../algorithms/algorithm';
+import { type Decision, degrade, reject } from '../core/decision';
+import { describe } from '../core/validate';
+import { carryOver } from './carry-over';
+
+type Factory = (key: string) => RateLimitAlgorithm;
+type Entry = [string, RateLimitAlgorithm];
+
+/** Entries examined each time a new key is stored: enough to keep the table within about twice its active keys. */
+const SWEEP_PER_NEW_KEY = 2;
+/** Entries examined, at most, to find room for a new key in a full table; a caller never waits on a full sweep. */
+const SWEEP_WHEN_FULL = 32;
+
+/**
+ * The resident keys of a keyed limiter, reclaimed a few at a time as new keys arrive, and carried
+ * over to a new rule a few at a time after a reconfiguration.
+ *
+ * A reconfiguration does not touch any state: it sets the current map aside as `previous`. A key
+ * found there is carried over to the new factory's state on its first use, and the sweep carries
+ * over (or drops, when idle) a few more each time a new key arrives. Every carry-over is measured at
+ * the moment of the switch, so the result is the same as converting every key at once.
+ */
+export class KeyTable {
+  /** Keys under the current factory: the only map a resident key's decision reads. */
+  #current = new Map<string, RateLimitAlgorithm>();
+  /** Keys from before the last reconfiguration, not yet carried over. */
+  #previous = new Map<string, RateLimitAlgorithm>();
+  #factory: Factory;
+  /** When the last reconfiguration happened. */
+  #switchedAt = 0;
+  readonly #maxKeys: number;
+  /** Keys someone waits on: kept even when idle, so their line never competes for a slot again. */
+  readonly #pinned: (key: string) => boolean;
+  /** Where reclamation resumes in each map: a live Map iterator survives inserts and deletes. */
+  #cursor: Iterator<Entry> | undefined;
+  #drain: Iterator<Entry> | undefined;
+
+  constructor(factory: Factory, maxKeys: number, pinned: (key: string) => boolean) {
+    this.#factory = factory;
+    this.#maxKeys = maxKeys;
+    this.#pinned = pinned;
+  }
+
+  get size(): number {
+    return this.#current.size + this.#previous.size;
+  }
+
+  /** The state of a key under the current factory, if resident. */
+  get(key: string): RateLimitAlgorithm | undefined {
+    return this.#current.get(key);
+  }
+
+  /** The state of a key resident from before the last reconfiguration, carried over now. */
+  carried(key: string): RateLimitAlgorithm | undefined {
+    const old = this.#previous.size === 0 ? undefined : this.#previous.get(key);
+    return old === undefined ? undefined : this.#carry(key, old);
+  }
+
+  /** A fresh state for a key, not stored. */
+  create(key: string): RateLimitAlgorithm {
+    return this.#factory(key);
+  }
+
+  /** Stores a new key's state after reclaiming a few idle keys; false when the table is full of active keys. */
+  add(key: string, state: RateLimitAlgorithm, now: number): boolean {
+    this.#sweep(now, SWEEP_PER_NEW_KEY);
+    if (this.size >= this.#maxKeys) this.#sweep(now, SWEEP_WHEN_FULL, this.#maxKeys - 1);
+    if (this.size >= this.#maxKeys) return false;
+    this.#current.set(key, state);
+    return true;
+  }
+
+  /** Switches to a new factory at `now`; keys are carried over lazily (see the class comment). */
+  reconfigure(factory: Factory, now: number): void {
+    // Keys still waiting from an earlier switch are carried over to that switch first, at its time.
+    for (const [key, old] of this.#previous) this.#carry(key, old);
+    this.#previous = this.#current;
+    this.#current = new Map();
+    this.#cursor = undefined;
+    this.#drain = this.#previous.entries();
+    this.#factory = factory;
+    this.#switchedAt = now;
+  }
+
+  /** Removes every idle key not waited on, in one pass; returns how many. */
+  evictIdle(now: number): number {
+    let removed = 0;
+    for (const states of [this.#current, this.#previous]) {
+      for (const [key, state] of states) {
+        if (state.isIdle(now) && !this.#pinned(key)) {
+          states.delete(key);
+          removed++;
+        }
+      }
+    }
+    return removed;
+  }
+
+  #carry(key: string, old: RateLimitAlgorithm): RateLimitAlgorithm {
+    const fresh = this.#factory(key);
+    const state = carryOver(old, fresh, this.#switchedAt) ? fresh : old;
+    this.#previous.delete(key);
+    this.#current.set(key, state);
+    return state;
+  }
+
+  /**
+   * Examines up to `budget` entries from where the last sweep stopped, keys from before a
+   * reconfiguration first (dropping the idle ones, carrying the rest over), then the current ones
+   * (dropping the idle ones), and stops early once no more than `until` keys are left.
+   */
+  #sweep(now: number, budget: number, until = 0): void {
+    for (let i = 0; i < budget && this.size > until; i++) {
+      const old = this.#previous.size > 0 ? this.#drain?.next() : undefined;
+      if (old !== undefined && old.done !== true) {
+        const [key, state] = old.value;
+        if (state.isIdle(now) && !this.#pinned(key)) this.#previous.delete(key);
+        else this.#carry(key, state);
+        continue;
+      }
+      let step = this.#cursor?.next();
+      if (step === undefined || step.done === true) {
+        this.#cursor = this.#current.entries();
+        step = this.#cursor.next();
+        if (step.done === true) return;
+      }
+      const [key, state] = step.value;
+      if (state.isIdle(now) && !this.#pinned(key)) this.#current.delete(key);
+    }
+  }
+}
+
+/** Throws a `TypeError` naming `algorithm` unless it is a function. */
+export function checkFactory(algorithm: unknown): void {
+  if (typeof algorithm !== 'function') {
+    throw new TypeError(`ratekeeper: \`algorithm\` must be a function returning a fresh algorithm, got ${describe(algorithm)}`);
+  }
+}
+
+/**
+ * Refuses a new key because every resident key is active. The retry hint is how long a key
+ * emptied now stays active: an upper bound on when a resident key that goes quiet frees its slot.
+ */
+export function tableFull(fresh: RateLimitAlgorithm, granted: Decision, permits: number, now: number): Decision {
+  const { limit } = granted;
+  const emptied = permits < limit ? fresh.tryAcquire(now, limit - permits) : granted;
+  return degrade(reject(limit, 0, Math.max(1, emptied.resetAfterMs), 0), 'key-table-full');
+}

@@ -1,0 +1,95 @@
+import type { Decision, Rejected } from '../core/decision';
+import { describe, integerIn } from '../core/validate';
+import { type AcquireOptions, checkMaxWait, checkSignal } from './acquire-options';
+
+/**
+ * Anything that makes callers wait per key: a `KeyedRateLimiter`, a `RedisRateLimiter`, or your own.
+ *
+ * @example
+ * ```ts
+ * import { KeyedRateLimiter, Rule, TokenBucket, type WaitingRateLimiter } from 'ratekeeper';
+ * const limiter: WaitingRateLimiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(5)) });
+ * ```
+ */
+export interface WaitingRateLimiter {
+  acquire(key: string, permits?: number, options?: AcquireOptions): Promise<Decision>;
+}
+
+/** Options of {@link pace}. */
+export interface PaceOptions<A extends unknown[]> {
+  /** The limiter each call waits on. */
+  limiter: WaitingRateLimiter;
+  /** The key calls are counted under, or a function of a call's arguments that picks it. */
+  key: string | ((...args: A) => string);
+  /** Permits each call takes, or a function of a call's arguments (a file's size in MB, say). @default 1 */
+  permits?: number | ((...args: A) => number);
+  /**
+   * Stops the calls still waiting: each rejects with `signal.reason` and spends nothing, and later
+   * calls reject at once. Calls already running are not interrupted (pass the signal to them too).
+   * @default undefined
+   */
+  signal?: AbortSignal;
+  /** The longest a call may wait, in ms; one that would wait longer rejects with a `RateLimitedError`. @default undefined (no limit) */
+  maxWaitMs?: number;
+}
+
+/**
+ * The error a paced call rejects with when it would have to wait longer than `maxWaitMs`.
+ *
+ * @example
+ * ```ts
+ * import { RateLimitedError } from 'ratekeeper';
+ * function retryHint(error: unknown): number | undefined {
+ *   return error instanceof RateLimitedError ? error.decision.retryAfterMs : undefined;
+ * }
+ * ```
+ */
+export class RateLimitedError extends Error {
+  override readonly name = 'RateLimitedError';
+  /** The refusal: `retryAfterMs` says when the call could go. */
+  readonly decision: Rejected;
+
+  constructor(key: string, decision: Rejected) {
+    super(`ratekeeper: rate limited on ${describe(key)}, retry in ${decision.retryAfterMs} ms`);
+    this.decision = decision;
+  }
+}
+
+/**
+ * Wraps an async function so that its calls go through a limiter: each call waits for its permits
+ * (never failing for being over the limit), calls on a key start in the order they were made, and
+ * waiting is timers, never a blocked event loop. For the app that comes back online with two
+ * hundred queued uploads.
+ *
+ * @example
+ * ```ts
+ * import { KeyedRateLimiter, Rule, TokenBucket, pace } from 'ratekeeper';
+ * declare function upload(file: string): Promise<void>;
+ * const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(5)) });
+ * const pacedUpload = pace(upload, { limiter, key: 'uploads' });
+ * const queued = Array.from({ length: 200 }, (_, i) => `photo-${i}.jpg`);
+ * await Promise.all(queued.map((file) => pacedUpload(file))); // 5 at once, then 5 a second, in order
+ * ```
+ */
+export function pace<A extends unknown[], R>(fn: (...args: A) => R, options: PaceOptions<A>): (...args: A) => Promise<Awaited<R>> {
+  if (typeof fn !== 'function') throw new TypeError(`ratekeeper: \`fn\` must be a function, got ${describe(fn)}`);
+  if (options === null || typeof options !== 'object') throw new TypeError(`ratekeeper: pace options must be an object, got ${describe(options)}`);
+  const { limiter, key, permits = 1, signal, maxWaitMs } = options;
+  if (limiter === null || typeof limiter !== 'object' || typeof limiter.acquire !== 'function') {
+    throw new TypeError(`ratekeeper: \`limiter\` must have an acquire() method, got ${describe(limiter)}`);
+  }
+  if (typeof key !== 'string' && typeof key !== 'function') {
+    throw new TypeError(`ratekeeper: \`key\` must be a string or a function returning one, got ${describe(key)}`);
+  }
+  if (typeof permits !== 'function') integerIn('permits', permits, 1, Number.MAX_SAFE_INTEGER);
+  const wait: AcquireOptions = {};
+  if (checkSignal(signal) !== undefined) wait.signal = signal as AbortSignal;
+  if (maxWaitMs !== undefined) wait.maxWaitMs = checkMaxWait(maxWaitMs);
+  return async function paced(this: unknown, ...args: A): Promise<Awaited<R>> {
+    // Everything up to the first await runs at call time, so calls join the line in call order.
+    const k = typeof key === 'function' ? key(...args) : key;
+    const decision = await limiter.acquire(k, typeof permits === 'function' ? permits(...args) : permits, wait);
+    if (!decision.allowed) throw new RateLimitedError(k, decision);
+    return await fn.apply(this, args);
+  };
+}

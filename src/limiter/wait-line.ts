@@ -1,0 +1,70 @@
+import type { Decision, Rejected } from '../core/decision';
+
+// The per-key queue of WaitQueue: a doubly linked list, so that a waiter that gives up leaves from
+// anywhere in the line in O(1) and the head is always at hand.
+
+/** One caller of `acquire`, linked into its key's line. */
+export interface Waiter {
+  readonly permits: number;
+  /** The latest time at which it may be granted: arrival + maxWaitMs. */
+  readonly deadline: number;
+  readonly resolve: (decision: Decision) => void;
+  readonly reject: (reason: unknown) => void;
+  stopListening: (() => void) | undefined;
+  queued: boolean;
+  prev: Waiter | undefined;
+  next: Waiter | undefined;
+}
+
+/** The callers waiting on one key, first in, first out. It exists only while someone waits. */
+export interface Line {
+  readonly key: string;
+  head: Waiter | undefined;
+  tail: Waiter | undefined;
+  /** The waiter whose attempt is still being decided (over a store); nobody else is tried meanwhile. */
+  asking: Waiter | undefined;
+  /** The head's retry timer: the only timer of the line, armed only while the head waits. */
+  timer: unknown;
+  armed: boolean;
+  /** When the head may be granted, and the refusal that said so: nobody behind it goes sooner. */
+  dueMs: number;
+  refusal: Rejected | undefined;
+  /** Waiters with a deadline: while there are none, nobody behind the head needs checking. */
+  bounded: number;
+}
+
+/** The longest delay a timer takes: beyond 2^31 - 1 ms, runtimes fire at once instead. */
+const MAX_DELAY_MS = 2 ** 31 - 1;
+
+/**
+ * The timer delay for a refusal. A longer wait is taken in steps (the head is simply refused again
+ * and the timer set anew), and a limiter of your own that answers less than 1 ms cannot make it spin.
+ */
+export function delayOf(retryAfterMs: number): number {
+  return retryAfterMs >= 1 ? Math.min(retryAfterMs, MAX_DELAY_MS) : 1;
+}
+
+/** An empty line for `key`. */
+export function openLine(key: string): Line {
+  return { key, head: undefined, tail: undefined, asking: undefined, timer: undefined, armed: false, dueMs: 0, refusal: undefined, bounded: 0 };
+}
+
+/** Puts a waiter at the back of the line. */
+export function join(line: Line, waiter: Waiter): void {
+  if (line.tail === undefined) line.head = waiter;
+  else line.tail.next = waiter;
+  waiter.prev = line.tail;
+  line.tail = waiter;
+  if (waiter.deadline !== Infinity) line.bounded++;
+}
+
+/** Takes a waiter out of the line, wherever it stands, and stops listening for its abort. */
+export function leave(line: Line, waiter: Waiter): void {
+  if (waiter.prev === undefined) line.head = waiter.next;
+  else waiter.prev.next = waiter.next;
+  if (waiter.next === undefined) line.tail = waiter.prev;
+  else waiter.next.prev = waiter.prev;
+  waiter.queued = false;
+  if (waiter.deadline !== Infinity) line.bounded--;
+  waiter.stopListening?.();
+}

@@ -1,0 +1,177 @@
+import type { Decision, Rejected } from '../core/decision';
+import { describe, integerIn } from '../core/validate';
+import { type AcquireOptions, readAcquireOptions } from './acquire-options';
+import { checkScheduler, type Scheduler, systemScheduler } from './scheduler';
+import { delayOf, join, leave, type Line, openLine, type Waiter } from './wait-line';
+
+/** Decides one request without waiting: a limiter's `tryAcquire`, in memory or over a store. */
+export type AcquireAttempt = (key: string, permits: number) => Decision | Promise<Decision>;
+
+/**
+ * Makes callers wait, first in first out per key, over any limiter that decides without waiting,
+ * synchronously or over a store. Only the head of each key's line is ever tried, on one timer set
+ * for its exact `retryAfterMs`, so no request overtakes an earlier one, nothing polls, and no timer
+ * runs while nobody waits. A waiter holds no permits: leaving the line (abort, timeout) spends
+ * nothing, and the next in line is tried at once.
+ *
+ * Over a store, an abort that arrives while the head's attempt is on its way rejects at once; if
+ * that attempt is then granted, its permits stay spent, since a store cannot be asked to take them back.
+ *
+ * @example
+ * ```ts
+ * import { WaitQueue, systemScheduler, type AsyncRateLimiter } from 'ratekeeper';
+ * declare const store: AsyncRateLimiter; // e.g. a RedisRateLimiter
+ * const waiting = new WaitQueue((key, permits) => store.tryAcquire(key, permits), systemScheduler);
+ * const decision = await waiting.acquire('user-1', 1, { maxWaitMs: 2000 });
+ * ```
+ */
+export class WaitQueue {
+  readonly #lines = new Map<string, Line>();
+  readonly #attempt: AcquireAttempt;
+  readonly #scheduler: Scheduler;
+
+  /**
+   * @param attempt decides one request without waiting.
+   * @param scheduler the clock and timers waits follow. @default systemScheduler
+   */
+  constructor(attempt: AcquireAttempt, scheduler: Scheduler = systemScheduler) {
+    if (typeof attempt !== 'function') throw new TypeError(`ratekeeper: \`attempt\` must be a function, got ${describe(attempt)}`);
+    this.#attempt = attempt;
+    this.#scheduler = checkScheduler(scheduler);
+  }
+
+  /** Whether anyone waits on `key`: a limiter keeps such a key resident even when it is idle. */
+  has(key: string): boolean {
+    return this.#lines.has(key);
+  }
+
+  /**
+   * Resolves with the `Allowed` decision once `permits` (default 1) are granted to `key`, after
+   * everyone who asked before; with the `Rejected` decision if the wait would exceed `maxWaitMs`;
+   * rejects with `signal.reason` on abort, and with a `TypeError` or `RangeError` for a bad argument.
+   */
+  acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
+    let read: ReturnType<typeof readAcquireOptions>;
+    try {
+      if (typeof key !== 'string') throw new TypeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
+      integerIn('permits', permits, 1, Number.MAX_SAFE_INTEGER);
+      read = readAcquireOptions(options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const { signal, maxWaitMs } = read;
+    if (signal?.aborted === true) return Promise.reject(signal.reason);
+    return new Promise<Decision>((resolve, reject) => {
+      const deadline = this.#scheduler.now() + maxWaitMs;
+      const waiter: Waiter = { permits, deadline, resolve, reject, stopListening: undefined, queued: true, prev: undefined, next: undefined };
+      let line = this.#lines.get(key);
+      if (line === undefined) {
+        line = openLine(key);
+        this.#lines.set(key, line);
+        join(line, waiter);
+        this.#run(line);
+      } else {
+        join(line, waiter);
+        if (line.armed && line.dueMs > deadline) this.#turnAway(line, waiter);
+      }
+      if (waiter.queued && signal !== undefined) this.#listen(line, waiter, signal);
+    });
+  }
+
+  /** Tries the head of every line again now, e.g. after the limiter's rule changed. */
+  wake(): void {
+    for (const line of this.#lines.values()) {
+      if (!line.armed) continue;
+      this.#disarm(line);
+      this.#run(line);
+    }
+  }
+
+  /** Tries heads until one must wait (a timer is armed), an answer is awaited, or the line is empty. */
+  #run(line: Line): void {
+    for (let waiter = line.head; waiter !== undefined && line.asking === undefined; waiter = line.head) {
+      let outcome: Decision | Promise<Decision>;
+      try {
+        outcome = this.#attempt(line.key, waiter.permits);
+      } catch (error) {
+        leave(line, waiter);
+        waiter.reject(error);
+        continue;
+      }
+      if (typeof (outcome as Partial<Promise<Decision>>).then === 'function') {
+        line.asking = waiter;
+        (outcome as Promise<Decision>).then(
+          (decision) => this.#answered(line, waiter, decision),
+          (error: unknown) => this.#answered(line, waiter, undefined, error),
+        );
+        return;
+      }
+      if (!this.#decide(line, waiter, outcome as Decision)) return;
+    }
+    if (line.head === undefined && line.asking === undefined) this.#lines.delete(line.key);
+  }
+
+  /** Settles the head with its decision, or arms the line's timer; true when the next head may be tried. */
+  #decide(line: Line, waiter: Waiter, decision: Decision): boolean {
+    const now = this.#scheduler.now();
+    if (decision.allowed || now + decision.retryAfterMs > waiter.deadline) {
+      leave(line, waiter);
+      waiter.resolve(decision);
+      return true;
+    }
+    line.refusal = decision;
+    line.dueMs = now + decision.retryAfterMs;
+    line.armed = true;
+    line.timer = this.#scheduler.setTimeout(() => {
+      line.armed = false;
+      this.#run(line);
+    }, delayOf(decision.retryAfterMs));
+    for (let behind = waiter.next; behind !== undefined && line.bounded > 0; behind = behind.next) {
+      if (line.dueMs > behind.deadline) this.#turnAway(line, behind);
+    }
+    return false;
+  }
+
+  #answered(line: Line, waiter: Waiter, decision: Decision | undefined, error?: unknown): void {
+    line.asking = undefined;
+    // A waiter that left while its answer was on the way has been settled already.
+    if (waiter.queued) {
+      if (decision === undefined) {
+        leave(line, waiter);
+        waiter.reject(error);
+      } else if (!this.#decide(line, waiter, decision)) return;
+    }
+    this.#run(line);
+  }
+
+  /**
+   * Settles a waiter that cannot be granted before its deadline because the head goes later. It
+   * gets the key's refusal with `retryAfterMs` until the head's turn: the least it would wait.
+   */
+  #turnAway(line: Line, waiter: Waiter): void {
+    const retryAfterMs = Math.ceil(line.dueMs - this.#scheduler.now());
+    leave(line, waiter);
+    waiter.resolve({ ...(line.refusal as Rejected), retryAfterMs });
+  }
+
+  #listen(line: Line, waiter: Waiter, signal: AbortSignal): void {
+    // The listener is removed when the waiter leaves, so the line is still open whenever it runs.
+    const onAbort = () => {
+      const wasHead = line.head === waiter;
+      leave(line, waiter);
+      waiter.reject(signal.reason);
+      // A head's answer on the way carries the line on when it lands; a head waiting on its timer
+      // hands over at once, since the next request may fit now.
+      if (!wasHead || line.asking !== undefined) return;
+      if (line.armed) this.#disarm(line);
+      this.#run(line);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    waiter.stopListening = () => signal.removeEventListener('abort', onAbort);
+  }
+
+  #disarm(line: Line): void {
+    this.#scheduler.clearTimeout(line.timer);
+    line.armed = false;
+  }
+}

@@ -1,0 +1,169 @@
+import { fc, test } from '@fast-check/vitest';
+import { describe, expect, it } from 'vitest';
+import {
+  Composite,
+  KeyedRateLimiter,
+  ManualClock,
+  ManualScheduler,
+  Rule,
+  SlidingWindowLog,
+  TokenBucket,
+  type PeekableAlgorithm,
+  type RateLimitAlgorithm,
+} from '../../src/index';
+import { carryOver } from '../../src/limiter/carry-over';
+import { algorithms, boundName, composites, type Grant, worstExcess } from '../support/algorithms';
+
+const ruleArb = (minLimit: number) =>
+  fc
+    .record({ limit: fc.integer({ min: minLimit, max: 8 }), windowMs: fc.oneof(fc.constantFrom(1000, 60_000, 7), fc.integer({ min: 1, max: 4000 })) })
+    .map(({ limit, windowMs }) => new Rule(limit, windowMs));
+
+const stepsArb = (rule: Rule) =>
+  fc.array(
+    fc.record({ dt: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 2 * rule.windowMs })), permits: fc.integer({ min: 1, max: rule.limit }) }),
+    { maxLength: 25 },
+  );
+
+/** Traffic under one algorithm and rule, a switch to another algorithm and rule, then traffic under the new one. */
+const switchArb = fc
+  .record({ from: fc.constantFrom(...algorithms), to: fc.constantFrom(...algorithms), ruleA: ruleArb(1), ruleB: ruleArb(1) })
+  .chain((pair) => fc.record({ pair: fc.constant(pair), before: stepsArb(pair.ruleA), gap: fc.integer({ min: 0, max: 3000 }), after: stepsArb(pair.ruleB) }));
+
+/** Whole permits a state has now, read without spending. */
+const availableNow = (state: PeekableAlgorithm, now: number) => {
+  const probe = state.peek(now, 1);
+  return probe.allowed ? probe.remaining + 1 : probe.remaining;
+};
+
+describe('reconfigure', () => {
+  test.prop([switchArb])(
+    'no burst beyond the new rule: what the key had used, counted at the switch, plus all granted after it, obeys the new rule',
+    ({ pair: { from, to, ruleA, ruleB }, before, gap, after }) => {
+      const clock = new ManualClock(1_764_000_000_123);
+      const limiter = new KeyedRateLimiter({ algorithm: () => from.make(ruleA), clock });
+      const twin = from.make(ruleA); // what the key's state is, read without touching the limiter
+      for (const { dt, permits } of before) {
+        clock.advance(dt);
+        expect(limiter.tryAcquire('k', permits)).toEqual(twin.tryAcquire(clock.now(), permits));
+      }
+      const switchedAt = clock.advance(gap);
+      const carried = Math.min(ruleA.limit - availableNow(twin, switchedAt), ruleB.limit);
+      limiter.reconfigure(() => to.make(ruleB));
+      // Nothing spent is lost, and a raised limit is there at once: exactly the new limit minus what was used.
+      const first = limiter.tryAcquire('k');
+      expect(first).toMatchObject({ allowed: carried < ruleB.limit, limit: ruleB.limit, remaining: Math.max(0, ruleB.limit - carried - 1) });
+      const grants: Grant[] = carried > 0 ? [{ at: switchedAt, permits: carried }] : [];
+      if (first.allowed) grants.push({ at: switchedAt, permits: 1 });
+      for (const { dt, permits } of after) {
+        clock.advance(dt);
+        if (limiter.tryAcquire('k', permits).allowed) grants.push({ at: clock.now(), permits });
+      }
+      expect(worstExcess(to.bound, ruleB, grants), boundName(to.bound)).toBeLessThanOrEqual(0);
+    },
+  );
+
+  const cases = [...algorithms, ...composites];
+  const opArb = fc.oneof(
+    { weight: 8, arbitrary: fc.record({ kind: fc.constant('acquire' as const), key: fc.integer({ min: 0, max: 24 }), dt: fc.integer({ min: 0, max: 300 }), permits: fc.integer({ min: 1, max: 3 }) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('evict' as const), dt: fc.integer({ min: 0, max: 700 }) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('reconfigure' as const), dt: fc.integer({ min: 0, max: 700 }), to: fc.constantFrom(...cases), rule: ruleArb(3) }) },
+  );
+
+  test.prop([fc.constantFrom(...cases), ruleArb(3), fc.array(opArb, { maxLength: 200 })])(
+    'carrying keys over lazily decides exactly as converting every key at the moment of the switch',
+    (start, rule, ops) => {
+      const clock = new ManualClock(1_000_000);
+      let make = () => start.make(rule);
+      const limiter = new KeyedRateLimiter({ algorithm: () => make(), clock });
+      const eager = new Map<string, RateLimitAlgorithm>();
+      for (const op of ops) {
+        clock.advance(op.dt);
+        if (op.kind === 'evict') limiter.evictIdle();
+        else if (op.kind === 'reconfigure') {
+          const next = () => op.to.make(op.rule);
+          for (const [key, state] of eager) {
+            const fresh = next();
+            if (carryOver(state, fresh, clock.now())) eager.set(key, fresh);
+          }
+          make = next;
+          limiter.reconfigure(next);
+        } else {
+          const key = `k${op.key}`;
+          if (!eager.has(key)) eager.set(key, make());
+          expect(limiter.tryAcquire(key, op.permits)).toEqual(eager.get(key)?.tryAcquire(clock.now(), op.permits));
+        }
+      }
+    },
+  );
+
+  it('carries a composite over part by part: the hourly part keeps its hour when the per-second part changes', () => {
+    const clock = new ManualClock();
+    const hourly = new Rule(5, 3_600_000);
+    const limiter = new KeyedRateLimiter({ algorithm: () => new Composite([new TokenBucket(Rule.perSecond(2)), new SlidingWindowLog(hourly)]), clock });
+    limiter.tryAcquire('k', 2);
+    clock.advance(1000);
+    limiter.tryAcquire('k', 2);
+    limiter.reconfigure(() => new Composite([new TokenBucket(Rule.perSecond(4)), new SlidingWindowLog(hourly)]));
+    // The hour's four hits count as spent at the switch, so they leave an hour after it.
+    expect(limiter.tryAcquire('k', 2)).toMatchObject({ allowed: false, limit: 5, remaining: 1, retryAfterMs: 3_600_000 });
+    expect(limiter.tryAcquire('k', 1)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('keeps what each key spent when the sweep carries keys over as new keys arrive', () => {
+    const clock = new ManualClock();
+    const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(2)), clock });
+    for (let i = 0; i < 100; i++) limiter.tryAcquire(`old${i}`, 2);
+    limiter.reconfigure(() => new TokenBucket(Rule.perMinute(4)));
+    for (let i = 0; i < 100; i++) limiter.tryAcquire(`new${i}`); // each examines two old keys
+    expect(limiter.size).toBe(200);
+    for (let i = 0; i < 100; i++) {
+      expect(limiter.tryAcquire(`old${i}`, 3)).toMatchObject({ allowed: false, limit: 4, remaining: 2 });
+    }
+  });
+
+  it('makes a raised limit available at once, and a lowered one refuses until the spent permits drain', () => {
+    const clock = new ManualClock();
+    const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(10)), clock });
+    limiter.tryAcquire('up', 8);
+    limiter.tryAcquire('down', 8);
+    limiter.reconfigure((key) => new TokenBucket(Rule.perSecond(key === 'up' ? 20 : 4)));
+    expect(limiter.tryAcquire('up', 12)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(limiter.tryAcquire('down')).toMatchObject({ allowed: false, limit: 4, retryAfterMs: 250 });
+  });
+
+  it('touches no key when it switches, and tries waiting callers again at once under the new rule', async () => {
+    const scheduler = new ManualScheduler();
+    let built = 0;
+    const limiter = new KeyedRateLimiter({ algorithm: () => (built++, new TokenBucket(Rule.perMinute(1))), clock: scheduler });
+    for (let i = 0; i < 1000; i++) limiter.tryAcquire(`k${i}`);
+    const waiting = limiter.acquire('k0');
+    built = 0;
+    limiter.reconfigure(() => (built++, new TokenBucket(Rule.perMinute(10))));
+    expect(await waiting).toMatchObject({ allowed: true, limit: 10, remaining: 8 });
+    expect(built).toBe(1); // only the key that was asked for; the rest move over as they are used or swept
+    expect(limiter.size).toBe(1000);
+    expect(scheduler.pending).toBe(0);
+  });
+
+  it('leaves a custom algorithm without peek under its old rule until it goes idle', () => {
+    const clock = new ManualClock();
+    const custom = (limit: number): RateLimitAlgorithm => {
+      const inner = new TokenBucket(Rule.perSecond(limit));
+      return { tryAcquire: (now, permits) => inner.tryAcquire(now, permits), isIdle: (now) => inner.isIdle(now) };
+    };
+    const limiter = new KeyedRateLimiter({ algorithm: () => custom(1), clock });
+    limiter.tryAcquire('k');
+    limiter.reconfigure(() => custom(5));
+    expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false, limit: 1 });
+    clock.advance(1000);
+    limiter.evictIdle();
+    expect(limiter.tryAcquire('k')).toMatchObject({ allowed: true, limit: 5 });
+  });
+
+  it('refuses a factory that is not a function and keeps the old one', () => {
+    const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(1)), clock: new ManualClock() });
+    expect(() => limiter.reconfigure(42 as never)).toThrow(new TypeError('ratekeeper: `algorithm` must be a function returning a fresh algorithm, got 42'));
+    expect(limiter.tryAcquire('k')).toMatchObject({ allowed: true, limit: 1 });
+  });
+});
