@@ -1,2 +1,6 @@
-// Filled in by the Redis work (issue 4).
-export {};
+export { RedisRateLimiter } from './redis/redis-rate-limiter';
+export type { RedisRateLimiterOptions } from './redis/options';
+export type { RedisAlgorithm } from './redis/scripts';
+export type { RedisClientLike, RedisScriptClient } from './redis/client';
+export type { StoreErrorPolicy } from './redis/outage-policy';
+export { RedisTimeoutError } from './redis/timeout';

@@ -57,6 +57,7 @@ export class KeyedRateLimiter implements RateLimiter {
   readonly #table: KeyTable;
   readonly #clock: Clock;
   readonly #waiting: WaitQueue;
+  #latest = -Infinity;
 
   constructor(options: KeyedRateLimiterOptions) {
     if (options === null || typeof options !== 'object') {
@@ -83,7 +84,7 @@ export class KeyedRateLimiter implements RateLimiter {
    * @throws TypeError when `key` is not a string; RangeError when `permits` is not an integer from 1 to the limit.
    */
   tryAcquire(key: string, permits = 1): Decision {
-    const now = this.#clock.now();
+    const now = this.#read(this.#clock.now());
     const state = this.#table.get(key);
     if (state !== undefined) return state.tryAcquire(now, permits);
     return this.#admit(key, permits, now);
@@ -136,7 +137,7 @@ export class KeyedRateLimiter implements RateLimiter {
    */
   reconfigure(algorithm: (key: string) => RateLimitAlgorithm): void {
     checkFactory(algorithm);
-    this.#table.reconfigure(algorithm, this.#clock.now());
+    this.#table.reconfigure(algorithm, this.#read(this.#clock.now()));
     this.#waiting.wake();
   }
 
@@ -145,7 +146,19 @@ export class KeyedRateLimiter implements RateLimiter {
    * Keys someone waits on stay. Never needed for bounded memory; useful before measuring or shutting down.
    */
   evictIdle(nowMs: number = this.#clock.now()): number {
-    return this.#table.evictIdle(nowMs);
+    return this.#table.evictIdle(this.#read(nowMs));
+  }
+
+  /**
+   * Takes a clock reading, treating one earlier than the latest as no time passing. Keys are
+   * reclaimed when idle at the latest reading; a key forgotten then and decided at an earlier
+   * reading would otherwise start fresh and be granted what it had already spent.
+   */
+  #read(reading: number): number {
+    if (reading < this.#latest) return this.#latest;
+    // NaN and Infinity are left for the algorithm to refuse, and never become the latest reading.
+    if (reading < Infinity) this.#latest = reading;
+    return reading;
   }
 
   #admit(key: string, permits: number, now: number): Decision {

@@ -1,0 +1,152 @@
+// Child process: Redis decisions per second with 64 in flight over one ioredis client, against a
+// redis-server it spawns on a random loopback port and stops: the floor of a bare EVALSHA
+// (INCRBY + PEXPIRE), rate-limiter-flexible's RateLimiterRedis, and ratekeeper's RedisRateLimiter
+// per algorithm when src/redis.ts exports it. Run by run.ts.
+import { Redis } from 'ioredis';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
+import type { Rule } from '../src/index';
+import { ALGORITHM_NAMES, MANY_RULE } from './algorithms';
+import { sendToParent } from './child';
+import { spawnRedis } from './redis-server';
+import { manyKeysWorkload } from './workloads';
+
+export const IN_FLIGHT = 64;
+export const REDIS_KEYS = 10_000;
+export const ROUNDS = 5;
+export const SAMPLE_MS = 300;
+const WARMUP_MS = 300;
+
+/** One decision over Redis; resolves when the answer is back. */
+interface RedisContender {
+  readonly name: string;
+  decide(key: string): Promise<unknown>;
+}
+
+export interface RedisResult {
+  readonly redisVersion: string;
+  /** Decisions per second per round, per contender. */
+  readonly samples: Record<string, number[]>;
+  /** Redis CPU per decision (µs, from INFO commandstats: usec of EVALSHA over calls), per round. */
+  readonly serverUs: Record<string, number[]>;
+  /** This Node process's CPU per decision (µs, process.cpuUsage), per round. */
+  readonly clientUs: Record<string, number[]>;
+  /** Why ratekeeper's rows are missing, when they are. */
+  readonly ratekeeperMissing?: string;
+}
+
+export const EVALSHA_FLOOR = 'floor: bare EVALSHA (INCRBY + PEXPIRE)';
+export const RLF_REDIS = 'rate-limiter-flexible RateLimiterRedis';
+export const ratekeeperRedisName = (algorithm: string): string => `ratekeeper RedisRateLimiter ${algorithm}`;
+
+const FLOOR_SCRIPT = "local v = redis.call('INCRBY', KEYS[1], ARGV[1]) redis.call('PEXPIRE', KEYS[1], ARGV[2]) return v";
+
+async function evalshaFloor(client: Redis, rule: Rule): Promise<RedisContender> {
+  const sha = (await client.script('LOAD', FLOOR_SCRIPT)) as string;
+  const ttl = String(rule.windowMs);
+  return { name: EVALSHA_FLOOR, decide: (key) => client.evalsha(sha, 1, `floor:${key}`, '1', ttl) };
+}
+
+function rateLimiterFlexible(client: Redis, rule: Rule): RedisContender {
+  const limiter = new RateLimiterRedis({ storeClient: client, points: rule.limit, duration: rule.windowMs / 1000, keyPrefix: 'rlf' });
+  return { name: RLF_REDIS, decide: (key) => limiter.consume(key) };
+}
+
+/** What the bench needs of ratekeeper/redis; read at run time, so the bench runs before it exists. */
+type RedisRateLimiterClass = new (options: {
+  client: Redis;
+  algorithm: string;
+  rule: Rule;
+  onStoreError: 'deny';
+  prefix?: string;
+  timeoutMs?: number;
+}) => { tryAcquire(key: string): Promise<unknown> };
+
+/** Diagnostic: token bucket without the per-call timeout timer, to price `withTimeout`. */
+export const RATEKEEPER_REDIS_NO_TIMER = 'ratekeeper RedisRateLimiter token-bucket, timeoutMs: Infinity';
+
+/**
+ * ratekeeper's Redis contenders: one per algorithm, if src/redis.ts exports RedisRateLimiter. Adding
+ * a contender here is one entry in the returned list.
+ */
+async function ratekeeperRedis(client: Redis, rule: Rule): Promise<RedisContender[] | string> {
+  let RedisRateLimiter: RedisRateLimiterClass | undefined;
+  try {
+    const module = (await import('../src/redis')) as Record<string, unknown>;
+    RedisRateLimiter = module.RedisRateLimiter as RedisRateLimiterClass | undefined;
+  } catch (error) {
+    return `importing src/redis.ts failed: ${String(error)}`;
+  }
+  if (typeof RedisRateLimiter !== 'function') return 'src/redis.ts does not export RedisRateLimiter yet';
+  const Limiter = RedisRateLimiter;
+  const list = ALGORITHM_NAMES.map((algorithm): RedisContender => {
+    const limiter = new Limiter({ client, algorithm, rule, onStoreError: 'deny', prefix: 'rk:' });
+    return { name: ratekeeperRedisName(algorithm), decide: (key) => limiter.tryAcquire(key) };
+  });
+  const untimed = new Limiter({ client, algorithm: 'token-bucket', rule, onStoreError: 'deny', prefix: 'rk-untimed:', timeoutMs: Infinity });
+  return [...list, { name: RATEKEEPER_REDIS_NO_TIMER, decide: (key) => untimed.tryAcquire(key) }];
+}
+
+interface Sample {
+  perSecond: number;
+  serverUs: number;
+  clientUs: number;
+}
+
+/** Runs IN_FLIGHT workers that each await one decision after another for `ms`. */
+async function throughput(client: Redis, contender: RedisContender, keys: () => string, ms: number): Promise<Sample> {
+  await client.config('RESETSTAT');
+  const deadline = performance.now() + ms;
+  let done = 0;
+  const worker = async (): Promise<void> => {
+    while (performance.now() < deadline) {
+      await contender.decide(keys());
+      done++;
+    }
+  };
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
+  const perSecond = done / ((performance.now() - started) / 1000);
+  const used = process.cpuUsage(cpu);
+  const stats = (await client.info('commandstats')) as string;
+  const evalsha = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(stats);
+  const serverUs = evalsha === null ? NaN : Number(evalsha[2]) / Number(evalsha[1]);
+  return { perSecond, serverUs, clientUs: (used.user + used.system) / done };
+}
+
+async function main(): Promise<void> {
+  const server = await spawnRedis();
+  const client = new Redis({ port: server.port, host: '127.0.0.1', lazyConnect: true, enableAutoPipelining: false });
+  try {
+    await client.connect();
+    const rule = MANY_RULE;
+    const { keys, order } = manyKeysWorkload(REDIS_KEYS, 777);
+    let position = 0;
+    const nextKey = () => keys[order[position++ & (order.length - 1)]!]!;
+    const contenders: RedisContender[] = [await evalshaFloor(client, rule), rateLimiterFlexible(client, rule)];
+    const ratekeeper = await ratekeeperRedis(client, rule);
+    if (typeof ratekeeper !== 'string') contenders.push(...ratekeeper);
+    for (const contender of contenders) await throughput(client, contender, nextKey, WARMUP_MS);
+    const empty = (): Record<string, number[]> => Object.fromEntries(contenders.map((c) => [c.name, []]));
+    const samples = empty();
+    const serverUs = empty();
+    const clientUs = empty();
+    for (let round = 0; round < ROUNDS; round++) {
+      for (let k = 0; k < contenders.length; k++) {
+        const contender = contenders[(round + k) % contenders.length]!;
+        const sample = await throughput(client, contender, nextKey, SAMPLE_MS);
+        samples[contender.name]!.push(sample.perSecond);
+        serverUs[contender.name]!.push(sample.serverUs);
+        clientUs[contender.name]!.push(sample.clientUs);
+      }
+    }
+    const missing = typeof ratekeeper === 'string' ? { ratekeeperMissing: ratekeeper } : {};
+    const result: RedisResult = { redisVersion: server.version, samples, serverUs, clientUs, ...missing };
+    sendToParent(result);
+  } finally {
+    client.disconnect();
+    await server.stop();
+  }
+}
+
+if (process.argv[1]?.endsWith('redis.ts')) await main();

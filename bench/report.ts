@@ -1,0 +1,323 @@
+import { cpus, loadavg, release, type as osType } from 'node:os';
+import { ALGORITHM_NAMES } from './algorithms';
+import { FLOOR, LIMITER, RLF } from './contenders';
+import { FLOOR_ROW, FULL_LOG_HITS, FULL_LOG_KEYS, FULL_LOG_ROW, HEAP_KEYS, KEY_STRINGS_ROW, ONE_HIT_LOG_ROW, RLF_ROW, TRIALS, type HeapResult } from './heap';
+import { NEW_KEYS, RESIDENT_KEYS, type LatencyRun } from './latency';
+import { EVALSHA_FLOOR, IN_FLIGHT, REDIS_KEYS, RLF_REDIS, ROUNDS, SAMPLE_MS, ratekeeperRedisName, type RedisResult } from './redis';
+import { formatNumber, formatRatio, markdownTable, median, opsPerSecond, textTable } from './stats';
+import {
+  BARE_BUCKET,
+  MANY_KEYS,
+  PERFORMANCE_NOW,
+  RATEKEEPER,
+  RATEKEEPER_CACHED_ORIGIN,
+  RATEKEEPER_COUNTER_CLOCK,
+  SYSTEM_CLOCK,
+  THROUGHPUT_OPTIONS,
+  type Scenario,
+  type ThroughputResult,
+} from './throughput';
+
+export interface Machine {
+  readonly date: string;
+  readonly node: string;
+  readonly v8: string;
+  readonly cpu: string;
+  readonly cores: number;
+  readonly os: string;
+  readonly pointerCompression: boolean;
+  readonly loadAverage: readonly number[];
+}
+
+export function machine(): Machine {
+  const list = cpus();
+  const variables = (process.config as { variables?: Record<string, unknown> }).variables ?? {};
+  return {
+    date: new Date().toISOString(),
+    node: process.version,
+    v8: process.versions.v8,
+    cpu: list[0]?.model.trim() ?? 'unknown',
+    cores: list.length,
+    os: `${osType()} ${release()}`,
+    pointerCompression: variables.v8_enable_pointer_compression === 1 || variables.v8_enable_pointer_compression === true,
+    loadAverage: loadavg(),
+  };
+}
+
+export interface BenchResults {
+  readonly machine: Machine;
+  readonly loadAfter: readonly number[];
+  readonly seconds: number;
+  readonly throughput: readonly ThroughputResult[];
+  readonly heap: HeapResult;
+  readonly latency: readonly LatencyRun[];
+  readonly control: LatencyRun;
+  readonly redis: RedisResult;
+}
+
+type Rows = string[][];
+
+interface Section {
+  readonly title: string;
+  readonly note?: string;
+  readonly rows: Rows;
+}
+
+/** The median of per-round ratios a[i] / b[i]: both measured moments apart in one process. */
+function ratioMedian(a: readonly number[] | undefined, b: readonly number[] | undefined): number {
+  if (a === undefined || b === undefined || a.length === 0 || a.length !== b.length) return NaN;
+  return median(a.map((x, i) => x / (b[i] as number)));
+}
+
+const ns = (samples: readonly number[] | undefined): string => (samples === undefined ? '—' : formatNumber(median(samples), 1));
+const us = (value: number): string => formatNumber(value, value < 10 ? 2 : value < 1000 ? 1 : 0);
+
+const SCENARIO_TITLES: Record<Scenario, string> = {
+  hot: 'In memory, one hot key',
+  random: `In memory, ${formatNumber(MANY_KEYS)} keys in random order`,
+  roundRobin: `In memory, ${formatNumber(MANY_KEYS)} keys round-robin (in the order they were made)`,
+  churn: `In memory, ${formatNumber(MANY_KEYS)} keys that are idle whenever they come back`,
+};
+
+function system(results: BenchResults, algorithm: string): ThroughputResult | undefined {
+  return results.throughput.find((r) => r.algorithm === algorithm && r.variant === 'system');
+}
+
+function variant(results: BenchResults, name: ThroughputResult['variant']): ThroughputResult | undefined {
+  return results.throughput.find((r) => r.algorithm === 'token-bucket' && r.variant === name);
+}
+
+function throughputSection(results: BenchResults, scenario: Scenario): Section {
+  const hot = scenario === 'hot';
+  const header = ['algorithm', 'ratekeeper ns/op', 'decisions/s', 'floor ns/op', 'RLF ns/op', ...(hot ? ['limiter ns/op'] : []), 'ratekeeper ÷ floor', 'RLF ÷ ratekeeper'];
+  const rows: Rows = [header];
+  for (const algorithm of ALGORITHM_NAMES) {
+    const s = system(results, algorithm)?.scenarios[scenario];
+    if (s === undefined) continue;
+    const rk = s[RATEKEEPER];
+    rows.push([
+      algorithm,
+      ns(rk),
+      rk === undefined ? '—' : opsPerSecond(median(rk)),
+      ns(s[FLOOR]),
+      ns(s[RLF]),
+      ...(hot ? [ns(s[LIMITER])] : []),
+      formatRatio(ratioMedian(rk, s[FLOOR])),
+      formatRatio(ratioMedian(s[RLF], rk)),
+    ]);
+  }
+  return { title: SCENARIO_TITLES[scenario], rows };
+}
+
+function breakdownSection(results: BenchResults): Section {
+  const rows: Rows = [['token bucket, what runs', 'hot ns/op', '÷ floor', 'random ns/op', '÷ floor', 'round-robin ns/op', '÷ floor']];
+  const add = (label: string, result: ThroughputResult | undefined, name: string) => {
+    const cells = [label];
+    for (const scenario of ['hot', 'random', 'roundRobin'] as const) {
+      const s = result?.scenarios[scenario];
+      cells.push(ns(s?.[name]), s?.[name] === undefined ? '—' : formatRatio(ratioMedian(s[name], s[FLOOR])));
+    }
+    rows.push(cells);
+  };
+  add('ratekeeper, systemClock (as shipped)', system(results, 'token-bucket'), RATEKEEPER);
+  add('ratekeeper, clock reading performance.timeOrigin once', variant(results, 'cached-origin'), RATEKEEPER_CACHED_ORIGIN);
+  add('ratekeeper, counter clock (no time read at all)', variant(results, 'counter-clock'), RATEKEEPER_COUNTER_CLOCK);
+  add('`performance.now()` alone', variant(results, 'counter-clock'), PERFORMANCE_NOW);
+  add('`systemClock.now()` alone', variant(results, 'counter-clock'), SYSTEM_CLOCK);
+  add('`TokenBucket.tryAcquire(now)` alone (no Map, no clock)', variant(results, 'counter-clock'), BARE_BUCKET);
+  const churn = variant(results, 'churn')?.scenarios.churn;
+  rows.push([
+    'ratekeeper, 10^9/s rule: every key idle when it returns (reclaimed, re-admitted)',
+    '—',
+    '—',
+    ns(churn?.[RATEKEEPER]),
+    churn === undefined ? '—' : formatRatio(ratioMedian(churn[RATEKEEPER], churn[FLOOR])),
+    '—',
+    '—',
+  ]);
+  return {
+    title: 'Where the token bucket spends its time (each line with its own floor, in its own process)',
+    rows,
+  };
+}
+
+function heapRow(results: BenchResults, name: string): number {
+  const row = results.heap.rows.find((r) => r.name === name);
+  return row === undefined ? NaN : median(row.bytesPerKey);
+}
+
+/** Bytes per stored hit of a full sliding log, beyond the log's one-hit footprint. */
+function bytesPerHit(results: BenchResults): number {
+  return (heapRow(results, FULL_LOG_ROW) - heapRow(results, ONE_HIT_LOG_ROW)) / (FULL_LOG_HITS - 1);
+}
+
+function heapSection(results: BenchResults): Section {
+  const floor = heapRow(results, FLOOR_ROW);
+  const rows: Rows = [['structure', 'keys', 'bytes per key', '− floor']];
+  const line = (label: string, name: string, keys: number) => {
+    const value = heapRow(results, name);
+    rows.push([label, formatNumber(keys), formatNumber(value, 1), name === KEY_STRINGS_ROW ? '—' : `${value - floor >= 0 ? '+' : ''}${formatNumber(value - floor, 1)}`]);
+  };
+  line(KEY_STRINGS_ROW, KEY_STRINGS_ROW, HEAP_KEYS);
+  line(FLOOR_ROW, FLOOR_ROW, HEAP_KEYS);
+  line(RLF_ROW, RLF_ROW, HEAP_KEYS);
+  for (const algorithm of ALGORITHM_NAMES) line(`ratekeeper ${algorithm}`, algorithm, HEAP_KEYS);
+  line(`ratekeeper ${ONE_HIT_LOG_ROW}`, ONE_HIT_LOG_ROW, FULL_LOG_KEYS);
+  line(`ratekeeper ${FULL_LOG_ROW}`, FULL_LOG_ROW, FULL_LOG_KEYS);
+  rows.push(['sliding-window-log, bytes per stored hit (full log − one-hit log) ÷ 99', '—', formatNumber(bytesPerHit(results), 2), '—']);
+  return {
+    title: `Heap per resident key (heapUsed + arrayBuffers after GC, median of ${TRIALS} trials; key strings included)`,
+    rows,
+  };
+}
+
+function latencySection(results: BenchResults): Section {
+  const rows: Rows = [['run', 'p50 µs', 'p99 µs', 'p99.9 µs', 'max µs (wall)', 'max CPU of one call µs', 'calls ≥ 1 ms wall (in GC) / CPU', 'longest GC pause µs']];
+  const add = (label: string, run: LatencyRun) =>
+    rows.push([
+      label,
+      us(run.p50),
+      us(run.p99),
+      us(run.p999),
+      us(run.max),
+      `${us(run.maxCpu)} (wall ${us(run.maxCpuWall)})`,
+      `${run.over1ms} (${run.over1msInGc}) / ${run.over1msCpu}`,
+      `${us(run.longestGcPause)} ${run.longestGcKind}`,
+    ]);
+  results.latency.forEach((run, i) => add(`ratekeeper token bucket, trial ${i + 1}`, run));
+  const pick = (f: (run: LatencyRun) => number) => median(results.latency.map(f));
+  rows.push([
+    '**median of trials**',
+    us(pick((r) => r.p50)),
+    us(pick((r) => r.p99)),
+    us(pick((r) => r.p999)),
+    us(pick((r) => r.max)),
+    us(pick((r) => r.maxCpu)),
+    `${formatNumber(pick((r) => r.over1ms))} / ${formatNumber(pick((r) => r.over1msCpu))}`,
+    us(pick((r) => r.longestGcPause)),
+  ]);
+  add('control: bare Map, same inserts and deletes', results.control);
+  return {
+    title: `Single tryAcquire latency: ${formatNumber(RESIDENT_KEYS)} idle keys, ${formatNumber(NEW_KEYS)} new keys arriving (each reclaims 2)`,
+    rows,
+  };
+}
+
+function redisSection(results: BenchResults): Section {
+  const { samples, serverUs, clientUs } = results.redis;
+  const floor = samples[EVALSHA_FLOOR];
+  const rows: Rows = [['contender', 'decisions/s', '÷ EVALSHA floor', 'Redis CPU µs/decision', 'Node CPU µs/decision', 'floor CPU ÷ this CPU']];
+  const cpu = (name: string) => serverUs[name]?.map((s, i) => s + (clientUs[name]?.[i] ?? NaN)) ?? [];
+  for (const name of Object.keys(samples)) {
+    rows.push([
+      name,
+      formatNumber(median(samples[name]!)),
+      formatRatio(ratioMedian(samples[name], floor)),
+      us(median(serverUs[name] ?? [])),
+      us(median(clientUs[name] ?? [])),
+      formatRatio(ratioMedian(cpu(EVALSHA_FLOOR), cpu(name))),
+    ]);
+  }
+  return {
+    title: `Redis ${results.redis.redisVersion}: ${IN_FLIGHT} in flight over one ioredis client, ${formatNumber(REDIS_KEYS)} keys in random order, ${ROUNDS} interleaved rounds of ${SAMPLE_MS} ms`,
+    note: [
+      "Throughput is wall-clock, so it suffers when neighbours take the cores; Redis and Node CPU per decision (INFO commandstats, process.cpuUsage) do not, and their sum compared with the floor's is the contention-proof view of the same ratio.",
+      results.redis.ratekeeperMissing === undefined ? '' : ` ratekeeper rows missing: ${results.redis.ratekeeperMissing}.`,
+    ].join(''),
+    rows,
+  };
+}
+
+interface Target {
+  readonly target: string;
+  readonly measured: string;
+  readonly pass: boolean | undefined;
+}
+
+function targets(results: BenchResults): Target[] {
+  const list: Target[] = [];
+  const tb = system(results, 'token-bucket')?.scenarios;
+  const ratio = (scenario: Scenario, a: string, b: string) => ratioMedian(tb?.[scenario]?.[a], tb?.[scenario]?.[b]);
+  const check = (target: string, value: number, ok: (v: number) => boolean, text: string) =>
+    list.push({ target, measured: Number.isFinite(value) ? text : 'not measured', pass: Number.isFinite(value) ? ok(value) : undefined });
+  const hotFloor = ratio('hot', RATEKEEPER, FLOOR);
+  check('hot key ≤ 1.3× floor', hotFloor, (v) => v <= 1.3, `${formatRatio(hotFloor)} (${ns(tb?.hot?.[RATEKEEPER])} vs ${ns(tb?.hot?.[FLOOR])} ns)`);
+  const hotRlf = ratio('hot', RLF, RATEKEEPER);
+  check('hot key ≥ 3× faster than RLF', hotRlf, (v) => v >= 3, `${formatRatio(hotRlf)} (RLF ${ns(tb?.hot?.[RLF])} ns)`);
+  for (const scenario of ['random', 'roundRobin'] as const) {
+    const label = scenario === 'random' ? 'random order' : 'round-robin';
+    const f = ratio(scenario, RATEKEEPER, FLOOR);
+    check(`100k keys (${label}) ≤ 1.4× floor`, f, (v) => v <= 1.4, `${formatRatio(f)} (${ns(tb?.[scenario]?.[RATEKEEPER])} vs ${ns(tb?.[scenario]?.[FLOOR])} ns)`);
+    const r = ratio(scenario, RLF, RATEKEEPER);
+    check(`100k keys (${label}) ≥ 4× faster than RLF`, r, (v) => v >= 4, `${formatRatio(r)} (RLF ${ns(tb?.[scenario]?.[RLF])} ns)`);
+  }
+  const tbHeap = heapRow(results, 'token-bucket');
+  const floorHeap = heapRow(results, FLOOR_ROW);
+  check('heap ≤ 110 B/key (token bucket)', tbHeap, (v) => v <= 110, `${formatNumber(tbHeap, 1)} B (floor ${formatNumber(floorHeap, 1)}, RLF ${formatNumber(heapRow(results, RLF_ROW), 1)})`);
+  const perHit = bytesPerHit(results);
+  check('sliding log ≤ 8 B per stored hit', perHit, (v) => v <= 8, `${formatNumber(perHit, 2)} B`);
+  const worstCpu = Math.max(...results.latency.map((r) => r.maxCpu));
+  const worstWall = Math.max(...results.latency.map((r) => r.max));
+  check('worst single call reclaiming 1M keys < 1 ms', worstCpu, (v) => v < 1000, `${us(worstCpu)} µs CPU, ${us(worstWall)} µs wall (worst of ${results.latency.length} trials)`);
+  const redisFloor = results.redis.samples[EVALSHA_FLOOR];
+  const redisTb = results.redis.samples[ratekeeperRedisName('token-bucket')];
+  const redisRatio = ratioMedian(redisTb, redisFloor);
+  check('Redis ≥ 0.9× EVALSHA floor (token bucket)', redisRatio, (v) => v >= 0.9, `${formatRatio(redisRatio)} (RLF ${formatRatio(ratioMedian(results.redis.samples[RLF_REDIS], redisFloor))})`);
+  return list;
+}
+
+function targetSection(results: BenchResults): Section {
+  const rows: Rows = [['target (issue 6)', 'measured', 'result']];
+  for (const t of targets(results)) rows.push([t.target, t.measured, t.pass === undefined ? '—' : t.pass ? 'PASS' : 'MISS']);
+  return { title: 'Targets', rows };
+}
+
+const METHOD = [
+  `In-memory ns/op are CPU time of the process per decision (process.cpuUsage over each sample), not wall time: on this shared machine the process is descheduled for whole milliseconds by other engineers' test suites (load average above), and wall time would bill that to whichever contender was running. Cache interference from the neighbours still shows. Every measurement runs in a fresh child process (one per algorithm, so call sites stay monomorphic as in an application using one algorithm). Contenders in one process are timed in ${THROUGHPUT_OPTIONS.rounds} interleaved rounds of ~${THROUGHPUT_OPTIONS.sampleMs} ms after calibration and ${THROUGHPUT_OPTIONS.warmupMs} ms of warm-up; each figure is the median of the rounds, and each ratio the median of per-round ratios (the two sides timed moments apart in the same process). Every loop adds a field of each answer into an accumulator that is kept, so no work can be optimized away.`,
+  'ratekeeper is `KeyedRateLimiter` with `systemClock`. The floor reads `performance.now()`, looks the key up in a `Map<string, {tokens, at}>` and does the token-bucket arithmetic inline. rate-limiter-flexible is `RateLimiterMemory.consume`, 256 promises issued and then awaited in turn. `limiter` is one `TokenBucket` and `tryRemoveTokens(1)` (it has no keys, so it is on the hot-key table only).',
+  'Rules (every contender gets the same rule in its own terms): the hot key gets 10^9 per second, so nothing is refused; the 100 000 keys get 3600 per hour, so nothing is refused and no key becomes idle (all stay resident). The sliding log gets the same rates over shorter windows (10^6 per ms hot, 1000 per second for 100 000 keys), since it stores every hit of its window: with a one-hour window its logs would grow by every hit of the run. Keys are `user:<i>`; random order is back-to-back random permutations, round-robin visits keys in the order they were made (memory-friendly).',
+  'Latency: a KeyedRateLimiter (token bucket, ManualClock) is filled with 1 000 000 keys, the clock is moved past the window so all are idle, then 600 000 new keys arrive one call at a time, each timed with performance.now(); process.cpuUsage() around each call gives the CPU it used, which separates the work of the call (and of GC) from time the process spent descheduled. A PerformanceObserver records GC pauses. The control does the same inserts and deletes on a bare Map.',
+  'The machine is shared: 2 cores, other engineers run test suites meanwhile. Absolute times move by 2× between minutes; ratios measured in the same rounds move far less. Read ratios, not absolute times.',
+];
+
+function renderSection(section: Section, markdown: boolean): string {
+  const table = markdown ? markdownTable(section.rows) : textTable(section.rows.map((row) => row.map((cell) => cell.replace(/\*\*|`/g, ''))));
+  const note = section.note === undefined ? '' : `${section.note}\n\n`;
+  return markdown ? `## ${section.title}\n\n${note}${table}\n` : `\n== ${section.title}\n${note}${table}\n`;
+}
+
+export function render(results: BenchResults): { text: string; markdown: string } {
+  const m = results.machine;
+  const sections: Section[] = [
+    targetSection(results),
+    throughputSection(results, 'hot'),
+    throughputSection(results, 'random'),
+    throughputSection(results, 'roundRobin'),
+    breakdownSection(results),
+    heapSection(results),
+    latencySection(results),
+    redisSection(results),
+  ];
+  const load = (l: readonly number[]) => l.map((x) => x.toFixed(2)).join(' ');
+  const header = [
+    `- Date: ${m.date}`,
+    `- Node ${m.node} (V8 ${m.v8}, pointer compression ${m.pointerCompression ? 'on' : 'off'}), ${m.os}`,
+    `- CPU: ${m.cpu} × ${m.cores}`,
+    `- Load average before / after: ${load(m.loadAverage)} / ${load(results.loadAfter)}; whole run ${results.seconds.toFixed(0)} s`,
+  ];
+  const markdown = [
+    '# ratekeeper benchmark results',
+    '',
+    'Written by `npm run bench` (bench/run.ts); do not edit by hand.',
+    '',
+    ...header,
+    '',
+    '## Method',
+    '',
+    ...METHOD.map((line) => `- ${line}`),
+    '',
+    ...sections.map((s) => renderSection(s, true)),
+  ].join('\n');
+  const text = [...header, ...sections.map((s) => renderSection(s, false))].join('\n');
+  return { text, markdown };
+}

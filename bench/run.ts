@@ -1,0 +1,59 @@
+// `npm run bench`: runs every measurement in its own child process, prints the tables and writes
+// bench/RESULTS.md. Each child measures its contenders side by side in interleaved rounds, so every
+// ratio below is a median of ratios taken in one process, moments apart.
+import { writeFile } from 'node:fs/promises';
+import { ALGORITHM_NAMES } from './algorithms';
+import { runChild } from './child';
+import type { HeapResult } from './heap';
+import type { LatencyRun } from './latency';
+import type { RedisResult } from './redis';
+import { machine, render, type BenchResults } from './report';
+import type { ThroughputResult, Variant } from './throughput';
+
+/** Trials of the million-key latency run, each in a fresh process. */
+const LATENCY_TRIALS = 3;
+
+async function main(): Promise<void> {
+  const started = performance.now();
+  const before = machine();
+  const step = (label: string) => console.error(`[bench ${((performance.now() - started) / 1000).toFixed(0).padStart(3)} s] ${label}`);
+
+  const throughput: ThroughputResult[] = [];
+  for (const algorithm of ALGORITHM_NAMES) {
+    step(`in memory: ${algorithm}`);
+    throughput.push(await runChild<ThroughputResult>('./throughput.ts', [algorithm, 'system']));
+  }
+  const variants: Variant[] = ['cached-origin', 'counter-clock', 'churn'];
+  for (const variant of variants) {
+    step(`in memory: token-bucket, ${variant}`);
+    throughput.push(await runChild<ThroughputResult>('./throughput.ts', ['token-bucket', variant]));
+  }
+  step('heap bytes per key');
+  const heap = await runChild<HeapResult>('./heap.ts');
+  const latency: LatencyRun[] = [];
+  for (let trial = 1; trial <= LATENCY_TRIALS; trial++) {
+    step(`latency while reclaiming a million keys, trial ${trial}`);
+    latency.push(await runChild<LatencyRun>('./latency.ts', ['ratekeeper']));
+  }
+  step('latency control: bare Map');
+  const control = await runChild<LatencyRun>('./latency.ts', ['map']);
+  step('redis');
+  const redis = await runChild<RedisResult>('./redis.ts');
+
+  const results: BenchResults = {
+    machine: before,
+    loadAfter: machine().loadAverage,
+    seconds: (performance.now() - started) / 1000,
+    throughput,
+    heap,
+    latency,
+    control,
+    redis,
+  };
+  const { text, markdown } = render(results);
+  console.log(text);
+  await writeFile(new URL('./RESULTS.md', import.meta.url), markdown);
+  step('wrote bench/RESULTS.md');
+}
+
+await main();

@@ -1,0 +1,63 @@
+import type { Clock } from '../core/clock';
+import type { Rule } from '../core/rule';
+import type { RedisClientLike } from './client';
+import type { StoreErrorPolicy } from './outage-policy';
+import type { RedisAlgorithm } from './scripts';
+
+/**
+ * Options of {@link RedisRateLimiter}.
+ *
+ * @example
+ * ```ts
+ * import { Redis } from 'ioredis';
+ * import { Rule } from 'ratekeeper';
+ * import type { RedisRateLimiterOptions } from 'ratekeeper/redis';
+ * const options: RedisRateLimiterOptions = {
+ *   client: new Redis(),
+ *   algorithm: 'sliding-window-counter',
+ *   rule: Rule.perMinute(100),
+ *   onStoreError: 'allow',
+ * };
+ * ```
+ */
+export interface RedisRateLimiterOptions {
+  /** An ioredis client or cluster, a node-redis client or cluster, or a {@link RedisScriptClient}. */
+  client: RedisClientLike;
+  /** Which algorithm decides; each decides exactly as its in-memory twin. */
+  algorithm: RedisAlgorithm;
+  /** How many permits a key may use per window. */
+  rule: Rule;
+  /**
+   * The outage policy, required so that it is chosen on purpose: `'allow'`, `'deny'`, or a local
+   * `RateLimiter` whose decision is used. Degraded decisions say so in `degraded`.
+   */
+  onStoreError: StoreErrorPolicy;
+  /**
+   * Starts every Redis key. The full key is `prefix + algorithm + ':' + limit + '/' + windowMs + ':' + key`,
+   * so limiters with different rules never share state.
+   * @default 'ratekeeper:'
+   */
+  prefix?: string;
+  /**
+   * Where time comes from. Omitted, each decision reads the Redis server's own clock (`TIME`), so
+   * servers with skewed clocks still share one limit. Redis expires keys on its own clock, so a
+   * clock given here should run at real speed; a `ManualClock` suits tests with windows of seconds.
+   * @default the Redis server's clock
+   */
+  clock?: Clock;
+  /**
+   * The longest a decision waits for Redis before the outage policy answers, in ms (`Infinity` for
+   * no bound). It covers a client that queues commands while disconnected and a frozen server.
+   * @default 500
+   */
+  timeoutMs?: number;
+  /** Called with the cause whenever the outage policy decides; an error it throws is ignored. @default undefined */
+  onError?: (error: unknown, key: string) => void;
+  /**
+   * Answers a key known to be refused until time T locally until T, without a round trip; `true`
+   * remembers up to 10,000 keys, `{ maxKeys }` sets the bound. `retryAfterMs` counts down to T
+   * exactly; `remaining` is the value Redis last gave.
+   * @default false
+   */
+  refusalCache?: boolean | { maxKeys: number };
+}

@@ -1,0 +1,171 @@
+import { type Clock, systemClock } from '../core/clock';
+import { allow, type Decision, reject } from '../core/decision';
+import { Rule } from '../core/rule';
+import { checkPermits, describe, integerIn } from '../core/validate';
+import type { AcquireOptions } from '../limiter/acquire-options';
+import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
+import { schedulerFor, systemScheduler } from '../limiter/scheduler';
+import { WaitQueue } from '../limiter/wait-queue';
+import { type ScriptRunner, toScriptRunner } from './client';
+import type { RedisRateLimiterOptions } from './options';
+import { outagePolicy } from './outage-policy';
+import { RefusalCache } from './refusal-cache';
+import { plans, type ScriptPlan } from './scripts';
+import { Timeouts } from './timeout';
+
+/**
+ * One shared rate limit per key across every server that talks to the same Redis. Each decision is
+ * one atomic Lua script on one key (so Redis Cluster is safe whatever the key holds), timed by the
+ * server's clock, and decided exactly as the in-memory algorithm of the same name would.
+ *
+ * @example
+ * ```ts
+ * import { Redis } from 'ioredis';
+ * import { Rule } from 'ratekeeper';
+ * import { RedisRateLimiter } from 'ratekeeper/redis';
+ *
+ * const limiter = new RedisRateLimiter({
+ *   client: new Redis(),
+ *   algorithm: 'token-bucket',
+ *   rule: Rule.perSecond(10),
+ *   onStoreError: 'allow',
+ * });
+ * const decision = await limiter.tryAcquire('user-42');
+ * if (!decision.allowed) console.log(`retry in ${decision.retryAfterMs} ms`);
+ * ```
+ */
+export class RedisRateLimiter implements AsyncRateLimiter {
+  /** The rule every key is limited by. */
+  readonly rule: Rule;
+  readonly #run: ScriptRunner;
+  readonly #plan: ScriptPlan;
+  readonly #ruleArgs: readonly string[];
+  readonly #keyPrefix: string;
+  readonly #clock: Clock | undefined;
+  readonly #timeouts: Timeouts;
+  readonly #onStoreError: (error: unknown, key: string, permits: number) => Decision;
+  readonly #onError: ((error: unknown, key: string) => void) | undefined;
+  readonly #refusals: RefusalCache | undefined;
+  readonly #waiting: WaitQueue;
+
+  /** @throws TypeError or RangeError naming the option, before anything is sent to Redis. */
+  constructor(options: RedisRateLimiterOptions) {
+    if (options === null || typeof options !== 'object') {
+      throw new TypeError(`ratekeeper: RedisRateLimiter options must be an object, got ${describe(options)}`);
+    }
+    const { client, algorithm, rule, onStoreError, prefix = 'ratekeeper:', clock, timeoutMs = 500, onError, refusalCache = false } = options;
+    if (!Object.hasOwn(plans, algorithm)) {
+      throw new TypeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(plans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
+    }
+    this.rule = toRule(rule);
+    this.#run = toScriptRunner(client);
+    this.#plan = plans[algorithm];
+    this.#ruleArgs = this.#plan.ruleArgs(this.rule);
+    this.#onStoreError = outagePolicy(onStoreError, this.rule);
+    if (typeof prefix !== 'string') throw new TypeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
+    this.#keyPrefix = `${prefix}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
+    if (clock !== undefined && (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function')) {
+      throw new TypeError(`ratekeeper: \`clock\` must be an object with a now() method, got ${describe(clock)}`);
+    }
+    this.#clock = clock;
+    // setTimeout cannot wait longer than 2^31 - 1 ms; it would fire at once instead.
+    if (!(timeoutMs === Infinity || (Number.isInteger(timeoutMs) && timeoutMs >= 1 && timeoutMs <= 2 ** 31 - 1))) {
+      const message = `\`timeoutMs\` must be an integer from 1 to 2147483647, or Infinity, got ${describe(timeoutMs)}`;
+      throw typeof timeoutMs === 'number' ? new RangeError(`ratekeeper: ${message}`) : new TypeError(`ratekeeper: ${message}`);
+    }
+    this.#timeouts = new Timeouts(timeoutMs);
+    if (onError !== undefined && typeof onError !== 'function') {
+      throw new TypeError(`ratekeeper: \`onError\` must be a function, got ${describe(onError)}`);
+    }
+    this.#onError = onError;
+    this.#refusals = refusalCacheFor(refusalCache);
+    this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), clock === undefined ? systemScheduler : schedulerFor(clock));
+  }
+
+  /**
+   * Decides a request for `permits` (default 1) by `key`: one EVALSHA round trip, or none when the
+   * refusal cache already knows the answer. Never rejects for a Redis failure: the outage policy
+   * answers instead, marked `degraded`.
+   * @throws TypeError when `key` is not a string; RangeError when `permits` is not an integer from 1 to the limit (as a rejected promise).
+   */
+  async tryAcquire(key: string, permits = 1): Promise<Decision> {
+    if (typeof key !== 'string') throw new TypeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
+    checkPermits(permits, this.rule.limit);
+    const now = (this.#clock ?? systemClock).now();
+    const known = this.#refusals?.get(key, permits, now, this.rule.limit);
+    if (known !== undefined) return known;
+    const args = [this.#clock === undefined ? '' : String(now), String(permits)].concat(this.#ruleArgs);
+    let decision: Decision;
+    try {
+      decision = toDecision(await this.#timeouts.bound(this.#run(this.#plan.script, this.#keyPrefix + key, args)), this.rule.limit);
+    } catch (error) {
+      this.#report(error, key);
+      return this.#onStoreError(error, key, permits);
+    }
+    if (!decision.allowed) this.#refusals?.remember(key, permits, now, decision);
+    return decision;
+  }
+
+  /**
+   * Waits until `permits` (default 1) are granted to `key`, as `KeyedRateLimiter.acquire` does:
+   * first in first out among this process's callers (one Redis call in flight per key), each head
+   * woken by one timer at its exact `retryAfterMs`, no polling. Callers in other processes compete
+   * for the same permits without a shared queue. During an outage the policy's answers apply: a
+   * `'deny'` refusal waits and tries again, `'allow'` resolves at once.
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   *
+   * const limiter = new RedisRateLimiter({ client: new Redis(), algorithm: 'leaky-bucket', rule: Rule.perSecond(5), onStoreError: 'deny' });
+   * const decision = await limiter.acquire('outbound-api', 1, { maxWaitMs: 2000, signal: AbortSignal.timeout(5000) });
+   * if (decision.allowed) console.log('send it');
+   * ```
+   */
+  acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
+    return this.#waiting.acquire(key, permits, options);
+  }
+
+  #report(error: unknown, key: string): void {
+    try {
+      this.#onError?.(error, key);
+    } catch {
+      // A failing hook must not turn a policy decision into a failed request.
+    }
+  }
+}
+
+/**
+ * Accepts any object shaped like a Rule and checks it again: the CommonJS build of each entry point
+ * carries its own copy of the `Rule` class, so `instanceof` could refuse the user's rule.
+ */
+function toRule(rule: unknown): Rule {
+  if (rule === null || typeof rule !== 'object') {
+    throw new TypeError(`ratekeeper: \`rule\` must be a Rule, e.g. Rule.perSecond(10), got ${describe(rule)}`);
+  }
+  const { limit, windowMs } = rule as Rule;
+  return new Rule(limit, windowMs);
+}
+
+function refusalCacheFor(option: unknown): RefusalCache | undefined {
+  if (option === false) return undefined;
+  if (option === true) return new RefusalCache(10_000);
+  if (option !== null && typeof option === 'object') {
+    return new RefusalCache(integerIn('refusalCache.maxKeys', (option as { maxKeys: unknown }).maxKeys, 1, Number.MAX_SAFE_INTEGER));
+  }
+  throw new TypeError(`ratekeeper: \`refusalCache\` must be true, false or { maxKeys }, got ${describe(option)}`);
+}
+
+/** Reads a script's reply: {remaining, resetAfterMs} when allowed, {remaining, retryAfterMs, resetAfterMs} when refused. */
+function toDecision(reply: unknown, limit: number): Decision {
+  if (Array.isArray(reply)) {
+    const [remaining, after, resetAfterMs = after] = reply.map(Number) as [number, number, number?];
+    if (Number.isFinite(remaining + after + resetAfterMs)) {
+      if (reply.length === 2) return allow(limit, remaining, after);
+      if (reply.length === 3) return reject(limit, remaining, after, resetAfterMs);
+    }
+  }
+  throw new Error(`ratekeeper: unexpected reply from Redis: ${describe(reply)}`);
+}

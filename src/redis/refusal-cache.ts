@@ -1,0 +1,53 @@
+import { type Rejected, reject } from '../core/decision';
+
+interface Refusal {
+  /** When the refused request would first be allowed, on the limiter's local time line. */
+  readonly until: number;
+  readonly permits: number;
+  readonly remaining: number;
+  /** When the key would be as new, on the same time line. */
+  readonly resetAt: number;
+}
+
+/**
+ * Remembers, per key, until when a request was refused, so that a client hammering a refused key
+ * costs no round trip. Other servers' traffic can only delay a refusal's end, never bring it
+ * forward, and a larger request is refused at least as long; so a request for at least as many
+ * permits before `until` is refused without asking Redis. Forgetting an entry only costs a round
+ * trip, so the table is bounded by dropping its oldest entry.
+ */
+export class RefusalCache {
+  readonly #refusals = new Map<string, Refusal>();
+  readonly #maxKeys: number;
+
+  constructor(maxKeys: number) {
+    this.#maxKeys = maxKeys;
+  }
+
+  /** The refusal for `permits` at `now` if one is known, with `retryAfterMs` counted down to its end. */
+  get(key: string, permits: number, now: number, limit: number): Rejected | undefined {
+    const refusal = this.#refusals.get(key);
+    if (refusal === undefined) return undefined;
+    if (now >= refusal.until) {
+      this.#refusals.delete(key);
+      return undefined;
+    }
+    if (permits < refusal.permits) return undefined;
+    return reject(limit, refusal.remaining, Math.ceil(refusal.until - now), Math.ceil(refusal.resetAt - now));
+  }
+
+  /**
+   * Records a refusal decided by Redis for a call sent at `sentAt`. Counting from the moment the call
+   * left, not from when the answer came back, ends the local refusal no later than Redis would.
+   */
+  remember(key: string, permits: number, sentAt: number, decision: Rejected): void {
+    this.#refusals.delete(key);
+    if (this.#refusals.size >= this.#maxKeys) this.#refusals.delete(this.#refusals.keys().next().value as string);
+    this.#refusals.set(key, {
+      until: sentAt + decision.retryAfterMs,
+      permits,
+      remaining: decision.remaining,
+      resetAt: sentAt + decision.resetAfterMs,
+    });
+  }
+}

@@ -1,0 +1,53 @@
+import { gcd } from '../core/exact';
+import type { Rule } from '../core/rule';
+import { FIXED_WINDOW } from './lua/fixed-window';
+import { SLIDING_WINDOW_COUNTER } from './lua/sliding-window-counter';
+import { SLIDING_WINDOW_LOG } from './lua/sliding-window-log';
+import { TOKEN_BUCKET } from './lua/token-bucket';
+import { sha1 } from './sha1';
+
+/**
+ * The algorithms `RedisRateLimiter` runs, named as in memory: `'token-bucket'` is `TokenBucket`,
+ * and so on. Each decides exactly as its in-memory twin given the same clock readings.
+ *
+ * @example
+ * ```ts
+ * import type { RedisAlgorithm } from 'ratekeeper/redis';
+ * const algorithm: RedisAlgorithm = 'sliding-window-log';
+ * ```
+ */
+export type RedisAlgorithm = 'token-bucket' | 'leaky-bucket' | 'fixed-window' | 'sliding-window-log' | 'sliding-window-counter';
+
+/** A Lua script and the SHA-1 that EVALSHA names it by. */
+export interface LuaScript {
+  readonly source: string;
+  readonly sha1: string;
+}
+
+/** One algorithm over Redis: its script and the rule's numbers, as ARGV[3...], in the script's order. */
+export interface ScriptPlan {
+  readonly script: LuaScript;
+  readonly ruleArgs: (rule: Rule) => string[];
+}
+
+const tokenBucket: ScriptPlan = {
+  script: { source: TOKEN_BUCKET, sha1: sha1(TOKEN_BUCKET) },
+  // The scaled units of src/algorithms/token-bucket.ts, derived the same way so the numbers match.
+  ruleArgs: ({ limit, windowMs }) => {
+    const g = Number.isInteger(windowMs) ? gcd(limit, windowMs) : 1;
+    return [String(limit / g), String(windowMs / g), String(limit * (windowMs / g))];
+  },
+};
+
+function windowed(source: string): ScriptPlan {
+  return { script: { source, sha1: sha1(source) }, ruleArgs: ({ limit, windowMs }) => [String(limit), String(windowMs)] };
+}
+
+/** The plan for each algorithm name. */
+export const plans: Readonly<Record<RedisAlgorithm, ScriptPlan>> = {
+  'token-bucket': tokenBucket,
+  'leaky-bucket': tokenBucket,
+  'fixed-window': windowed(FIXED_WINDOW),
+  'sliding-window-log': windowed(SLIDING_WINDOW_LOG),
+  'sliding-window-counter': windowed(SLIDING_WINDOW_COUNTER),
+};

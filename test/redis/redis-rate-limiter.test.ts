@@ -1,0 +1,170 @@
+// src/redis/redis-rate-limiter.ts: options, client shapes, key layout and expiry, server clock, NOSCRIPT, script digests.
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { type Decision, ManualClock, Rule } from '../../src/index';
+import { type RedisClientLike, RedisRateLimiter, type RedisRateLimiterOptions } from '../../src/redis';
+import { plans } from '../../src/redis/scripts';
+import { algorithmNames } from './helpers/algorithms';
+import { ioredisClient, type NodeRedis, nodeRedisClient, redisPort, uniquePrefix } from './helpers/clients';
+import { countingClient } from './helpers/counting-client';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe.skipIf(!redisPort)('RedisRateLimiter', () => {
+  let redis: Redis;
+  let nodeRedis: NodeRedis;
+  beforeAll(async () => {
+    redis = ioredisClient();
+    nodeRedis = await nodeRedisClient();
+  });
+  afterAll(async () => {
+    redis.disconnect();
+    await nodeRedis.close();
+  });
+
+  describe('bad input throws a TypeError or RangeError naming the value, and sends nothing to Redis', () => {
+    const valid = (): RedisRateLimiterOptions => ({ client: countingClient(redis), algorithm: 'token-bucket', rule: Rule.perSecond(10), onStoreError: 'deny' });
+    const fails = (options: object, type: typeof TypeError, message: string) => () => {
+      const client = countingClient(redis);
+      expect(() => new RedisRateLimiter({ ...valid(), client, ...options } as RedisRateLimiterOptions)).toThrow(new type(message));
+      expect(client.sent).toEqual([]);
+    };
+
+    test('onStoreError missing', fails({ onStoreError: undefined }, TypeError, "ratekeeper: `onStoreError` is required and must be 'allow', 'deny' or a RateLimiter to fall back on, got undefined"));
+    test('onStoreError unknown', fails({ onStoreError: 'open' }, TypeError, 'ratekeeper: `onStoreError` is required and must be \'allow\', \'deny\' or a RateLimiter to fall back on, got "open"'));
+    test(
+      'algorithm unknown',
+      fails({ algorithm: 'gcra' }, TypeError, 'ratekeeper: `algorithm` must be one of \'token-bucket\', \'leaky-bucket\', \'fixed-window\', \'sliding-window-log\', \'sliding-window-counter\', got "gcra"'),
+    );
+    test('rule missing', fails({ rule: undefined }, TypeError, 'ratekeeper: `rule` must be a Rule, e.g. Rule.perSecond(10), got undefined'));
+    test('rule with a bad limit', fails({ rule: { limit: 0, windowMs: 1000 } }, RangeError, 'ratekeeper: `limit` must be a safe integer of at least 1, got 0'));
+    test('client of no known shape', fails({ client: { get() {} } }, TypeError, 'ratekeeper: `client` must be an ioredis or node-redis client, or an object with evalsha(sha1, keys, args) and eval(script, keys, args), got an object'));
+    test('timeoutMs zero', fails({ timeoutMs: 0 }, RangeError, 'ratekeeper: `timeoutMs` must be an integer from 1 to 2147483647, or Infinity, got 0'));
+    test('timeoutMs beyond setTimeout', fails({ timeoutMs: 2 ** 31 }, RangeError, 'ratekeeper: `timeoutMs` must be an integer from 1 to 2147483647, or Infinity, got 2147483648'));
+    test('prefix not a string', fails({ prefix: 7 }, TypeError, 'ratekeeper: `prefix` must be a string, got 7'));
+    test('clock without now()', fails({ clock: {} }, TypeError, 'ratekeeper: `clock` must be an object with a now() method, got an object'));
+    test('onError not a function', fails({ onError: 'log' }, TypeError, 'ratekeeper: `onError` must be a function, got "log"'));
+    test('refusalCache bound not an integer', fails({ refusalCache: { maxKeys: 0.5 } }, RangeError, 'ratekeeper: `refusalCache.maxKeys` must be a safe integer of at least 1, got 0.5'));
+
+    test('permits out of range, not an integer, or not a number; key not a string: the promise rejects', async () => {
+      const client = countingClient(redis);
+      const limiter = new RedisRateLimiter({ ...valid(), client });
+      await expect(limiter.tryAcquire('k', 12)).rejects.toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 10, got 12'));
+      await expect(limiter.tryAcquire('k', 0)).rejects.toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 10, got 0'));
+      await expect(limiter.tryAcquire('k', 1.5)).rejects.toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 10, got 1.5'));
+      await expect(limiter.tryAcquire('k', '2' as unknown as number)).rejects.toThrow(new TypeError('ratekeeper: `permits` must be a number, got "2"'));
+      await expect(limiter.tryAcquire(42 as unknown as string)).rejects.toThrow(new TypeError('ratekeeper: `key` must be a string, got 42'));
+      expect(client.sent).toEqual([]);
+    });
+  });
+
+  test('ioredis, node-redis and the adapter shape give the same decisions', async () => {
+    const prefix = uniquePrefix('clients');
+    const clock = new ManualClock(1_000_000);
+    const clients: RedisClientLike[] = [redis, nodeRedis, countingClient(redis)];
+    const limiters = clients.map((client) => new RedisRateLimiter({ client, algorithm: 'sliding-window-counter', rule: Rule.perSecond(5), onStoreError: 'deny', clock, prefix }));
+    const decisions: Decision[] = [];
+    for (let i = 0; i < 7; i++) {
+      clock.advance(100);
+      decisions.push(await limiters[i % 3]!.tryAcquire('shared'));
+    }
+    expect(decisions.map((d) => [d.allowed, d.remaining, d.retryAfterMs])).toEqual([
+      [true, 4, 0],
+      [true, 3, 0],
+      [true, 2, 0],
+      [true, 1, 0],
+      [true, 0, 0],
+      // Five hits in this window weigh 5 at the start of the next; 4 after a fifth of it.
+      [false, 0, 600],
+      [false, 0, 500],
+    ]);
+  });
+
+  describe('keys and expiry', () => {
+    test.each(algorithmNames)('%s: one key named prefix + algorithm + rule + key, expiring when the key goes idle', async (algorithm) => {
+      const prefix = uniquePrefix('layout');
+      const limiter = new RedisRateLimiter({ client: redis, algorithm, rule: new Rule(3, 60_000), onStoreError: 'deny', prefix });
+      const { resetAfterMs } = await limiter.tryAcquire('user:1', 2);
+      const keys = await redis.keys(`${prefix}*`);
+      expect(keys).toEqual([`${prefix}${algorithm}:3/60000:user:1`]);
+      expect(await redis.type(keys[0]!)).toBe(algorithm === 'sliding-window-log' ? 'zset' : 'string');
+      const ttl = await redis.pttl(keys[0]!);
+      expect(ttl).toBeLessThanOrEqual(resetAfterMs);
+      expect(ttl).toBeGreaterThan(resetAfterMs - 100);
+    });
+
+    test('limiters with different rules or algorithms under one prefix keep apart', async () => {
+      const prefix = uniquePrefix('apart');
+      const perSecond = new RedisRateLimiter({ client: redis, algorithm: 'fixed-window', rule: Rule.perSecond(1), onStoreError: 'deny', prefix });
+      const perMinute = new RedisRateLimiter({ client: redis, algorithm: 'fixed-window', rule: Rule.perMinute(1), onStoreError: 'deny', prefix });
+      const bucket = new RedisRateLimiter({ client: redis, algorithm: 'token-bucket', rule: Rule.perSecond(1), onStoreError: 'deny', prefix });
+      for (const limiter of [perSecond, perMinute, bucket]) expect((await limiter.tryAcquire('k')).allowed).toBe(true);
+    });
+
+    test.concurrent.for(algorithmNames)('%s: an idle key disappears by itself', async (algorithm, { expect }) => {
+      const prefix = uniquePrefix('idle');
+      const limiter = new RedisRateLimiter({ client: redis, algorithm, rule: new Rule(2, 100), onStoreError: 'deny', prefix });
+      await limiter.tryAcquire('k', 2);
+      expect(await redis.keys(`${prefix}*`)).toHaveLength(1);
+      await sleep(2 * 100 + 100); // the counter's key lives two windows, the others at most one
+      expect(await redis.keys(`${prefix}*`)).toEqual([]);
+    });
+
+    test('the log is trimmed as it goes: expired hits leave in the same script', async () => {
+      const prefix = uniquePrefix('trim');
+      const clock = new ManualClock(0);
+      const limiter = new RedisRateLimiter({ client: redis, algorithm: 'sliding-window-log', rule: new Rule(3, 10_000), onStoreError: 'deny', clock, prefix });
+      await limiter.tryAcquire('k', 3);
+      clock.advance(10_000);
+      expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 2 });
+      expect(await redis.zcard(`${prefix}sliding-window-log:3/10000:k`)).toBe(1);
+    });
+
+    test('the log takes a request for thousands of permits in one go', async () => {
+      const prefix = uniquePrefix('large');
+      const limiter = new RedisRateLimiter({ client: redis, algorithm: 'sliding-window-log', rule: Rule.perMinute(5_000), onStoreError: 'deny', prefix });
+      expect(await limiter.tryAcquire('k', 4_999)).toMatchObject({ allowed: true, remaining: 1 });
+      expect(await limiter.tryAcquire('k', 2)).toMatchObject({ allowed: false, remaining: 1 });
+      expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 0 });
+      expect(await redis.zcard(`${prefix}sliding-window-log:5000/60000:k`)).toBe(5_000);
+    });
+  });
+
+  test("without a clock, time is the Redis server's TIME, floored to whole ms", async () => {
+    const windowMs = 1e9;
+    const serverNow = async () => {
+      const [seconds, micros] = await redis.time();
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    };
+    const limiter = new RedisRateLimiter({ client: redis, algorithm: 'fixed-window', rule: new Rule(1, windowMs), onStoreError: 'deny', prefix: uniquePrefix('time') });
+    const before = await serverNow();
+    const { resetAfterMs } = await limiter.tryAcquire('k');
+    const after = await serverNow();
+    const decidedAt = (Math.floor(before / windowMs) + 1) * windowMs - resetAfterMs;
+    expect(decidedAt).toBeGreaterThanOrEqual(before);
+    expect(decidedAt).toBeLessThanOrEqual(after);
+  });
+
+  test.each([
+    ['ioredis', () => redis],
+    ['node-redis', () => nodeRedis],
+  ])('%s: after SCRIPT FLUSH (NOSCRIPT) the script is sent again and decides normally', async (_name, client) => {
+    const limiter = new RedisRateLimiter({ client: client(), algorithm: 'token-bucket', rule: Rule.perSecond(2), onStoreError: 'deny', prefix: uniquePrefix('noscript') });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 1 });
+    await redis.script('FLUSH');
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 0 });
+    expect((await limiter.tryAcquire('k')).degraded).toBeUndefined();
+  });
+
+  test('one round trip per decision once the script is cached: EVALSHA only', async () => {
+    const client = countingClient(redis);
+    const limiter = new RedisRateLimiter({ client, algorithm: 'leaky-bucket', rule: Rule.perSecond(2), onStoreError: 'deny', prefix: uniquePrefix('trips') });
+    await redis.script('FLUSH');
+    for (let i = 0; i < 3; i++) await limiter.tryAcquire('k');
+    expect(client.sent).toEqual(['EVALSHA', 'EVAL', 'EVALSHA', 'EVALSHA']);
+  });
+
+  test.each(Object.entries(plans))('%s: the sha1 computed here is the one Redis gives the script', async (_name, { script }) => {
+    expect(await redis.script('LOAD', script.source)).toBe(script.sha1);
+  });
+});

@@ -1,0 +1,79 @@
+import { fc, test } from '@fast-check/vitest';
+import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { type Decision, ManualClock, type RateLimitAlgorithm, Rule } from '../../src/index';
+import { type RedisClientLike, RedisRateLimiter } from '../../src/redis';
+import { algorithmNames, twins } from './helpers/algorithms';
+import { ioredisClient, type NodeRedis, nodeRedisClient, redisPort, uniquePrefix } from './helpers/clients';
+
+// Redis expires keys on its own clock while a ManualClock jumps; windows of 20 s and more keep
+// every key's expiry (at least windowMs / limit, or 1 s for the fixed window, see below) far beyond
+// the few real milliseconds a trace takes.
+const rules = fc
+  .record({
+    limit: fc.integer({ min: 1, max: 20 }),
+    windowMs: fc.oneof(fc.integer({ min: 20_000, max: 200_000 }), fc.integer({ min: 80_000, max: 800_000 }).map((q) => q / 4)),
+  })
+  .map(({ limit, windowMs }) => new Rule(limit, windowMs));
+
+const step = fc.record({
+  // Mostly small moves, sometimes a window or two, sometimes backwards; quarters of a ms too.
+  moveMs: fc.oneof(
+    fc.constant(0),
+    fc.integer({ min: 1, max: 3_000 }),
+    fc.integer({ min: 0, max: 400_000 }),
+    fc.integer({ min: -5_000, max: -1 }),
+    fc.integer({ min: -4_000, max: 4_000 }).map((q) => q / 4),
+  ),
+  key: fc.constantFrom('a', 'b', 'c'),
+  share: fc.double({ min: 0, max: 1, noNaN: true }),
+});
+
+const traces = fc.record({
+  startMs: fc.oneof(fc.constant(0), fc.integer({ min: 1_700_000_000_000, max: 1_900_000_000_000 })),
+  steps: fc.array(step, { minLength: 1, maxLength: 30 }),
+});
+
+/** Keeps a fixed-window reading out of the last second of its window (moving it to the boundary), so no key lives less than 1 s. */
+function awayFromWindowEnd(nowMs: number, windowMs: number): number {
+  const end = (Math.floor(nowMs / windowMs) + 1) * windowMs;
+  return end - nowMs < 1_000 ? end : nowMs;
+}
+
+describe.skipIf(!redisPort)('RedisRateLimiter decides exactly as in memory', () => {
+  const clients: Record<string, RedisClientLike> = {};
+  let nodeRedis: NodeRedis;
+
+  beforeAll(async () => {
+    clients.ioredis = ioredisClient();
+    nodeRedis = await nodeRedisClient();
+    clients['node-redis'] = nodeRedis;
+  });
+
+  afterAll(async () => {
+    (clients.ioredis as ReturnType<typeof ioredisClient>).disconnect();
+    await nodeRedis.close();
+  });
+
+  for (const clientName of ['ioredis', 'node-redis']) {
+    for (const algorithm of algorithmNames) {
+      test.prop([rules, traces], { numRuns: 100 })(`${algorithm} over ${clientName}: same clock readings, same decisions`, async (rule, trace) => {
+        const clock = new ManualClock(trace.startMs);
+        // One algorithm per key, never forgotten: a keyed limiter may forget a key that is idle at a
+        // later reading, which a backwards step would then expose.
+        const memory = new Map<string, RateLimitAlgorithm>();
+        const redis = new RedisRateLimiter({ client: clients[clientName]!, algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('same') });
+        const fromMemory: Decision[] = [];
+        const fromRedis: Decision[] = [];
+        for (const { moveMs, key, share } of trace.steps) {
+          const nowMs = clock.now() + moveMs;
+          clock.set(algorithm === 'fixed-window' ? awayFromWindowEnd(nowMs, rule.windowMs) : nowMs);
+          const permits = 1 + Math.floor(share * (rule.limit - 1));
+          if (!memory.has(key)) memory.set(key, new twins[algorithm](rule));
+          fromMemory.push(memory.get(key)!.tryAcquire(clock.now(), permits));
+          fromRedis.push(await redis.tryAcquire(key, permits));
+        }
+        expect(fromRedis).toStrictEqual(fromMemory);
+      });
+    }
+  }
+});

@@ -1,0 +1,50 @@
+// acquire over Redis: the waiting machinery of the keyed limiter, with Redis deciding.
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { ManualScheduler, Rule } from '../../src/index';
+import { RedisRateLimiter } from '../../src/redis';
+import { ioredisClient, redisPort, uniquePrefix } from './helpers/clients';
+
+describe.skipIf(!redisPort)('acquire over Redis', () => {
+  let redis: Redis;
+  beforeAll(() => {
+    redis = ioredisClient();
+  });
+  afterAll(() => redis.disconnect());
+
+  test('grants waiters first in first out, each at the exact time its permit exists (manual time)', async () => {
+    const scheduler = new ManualScheduler(1_000_000);
+    const limiter = new RedisRateLimiter({ client: redis, algorithm: 'token-bucket', rule: new Rule(2, 1000), onStoreError: 'deny', clock: scheduler, prefix: uniquePrefix('wait') });
+    const grantedAt: [number, number][] = [];
+    const waits = [0, 1, 2, 3, 4].map(async (i) => {
+      const decision = await limiter.acquire('k');
+      grantedAt.push([i, scheduler.now()]);
+      return decision;
+    });
+    // Let Redis answer in real time while the manual clock stands still, then move to the next timer.
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 20));
+    for (let step = 0; step < 10 && grantedAt.length < 5; step++) {
+      await settle();
+      scheduler.advance(500);
+    }
+    expect(grantedAt).toEqual([
+      [0, 1_000_000],
+      [1, 1_000_000],
+      [2, 1_000_500],
+      [3, 1_001_000],
+      [4, 1_001_500],
+    ]);
+    for (const decision of await Promise.all(waits)) expect(decision.allowed).toBe(true);
+  });
+
+  test('resolves at once with the refusal when the wait would exceed maxWaitMs, and an abort spends nothing', async () => {
+    const limiter = new RedisRateLimiter({ client: redis, algorithm: 'sliding-window-log', rule: new Rule(1, 60_000), onStoreError: 'deny', prefix: uniquePrefix('wait') });
+    expect(await limiter.acquire('k')).toMatchObject({ allowed: true });
+    expect(await limiter.acquire('k', 1, { maxWaitMs: 1000 })).toMatchObject({ allowed: false, remaining: 0 });
+    const controller = new AbortController();
+    const aborted = limiter.acquire('other', 1).then(() => limiter.acquire('other', 1, { signal: controller.signal }));
+    setTimeout(() => controller.abort(new Error('gave up')), 20);
+    await expect(aborted).rejects.toThrow('gave up');
+    expect(await limiter.tryAcquire('third')).toMatchObject({ allowed: true });
+  });
+});
