@@ -1,7 +1,9 @@
 // Child process: Redis decisions per second with 64 in flight over one ioredis client, against a
 // redis-server it spawns on a random loopback port and stops: the floor of a bare EVALSHA
 // (INCRBY + PEXPIRE), rate-limiter-flexible's RateLimiterRedis, and ratekeeper's RedisRateLimiter
-// per algorithm when src/redis.ts exports it. Run by run.ts.
+// per algorithm when src/redis.ts exports it: as configured by default (the decisions of one tick
+// batched into one script call) and with `batch: false` (one script call per decision, call for
+// call comparable with the floor). Run by run.ts.
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import type { Rule } from '../src/index';
@@ -26,7 +28,7 @@ export interface RedisResult {
   readonly redisVersion: string;
   /** Decisions per second per round, per contender. */
   readonly samples: Record<string, number[]>;
-  /** Redis CPU per decision (µs, from INFO commandstats: usec of EVALSHA over calls), per round. */
+  /** Redis CPU per decision (µs, from INFO commandstats: usec of EVALSHA over decisions, as one call may carry many), per round. */
   readonly serverUs: Record<string, number[]>;
   /** This Node process's CPU per decision (µs, process.cpuUsage), per round. */
   readonly clientUs: Record<string, number[]>;
@@ -59,14 +61,19 @@ type RedisRateLimiterClass = new (options: {
   onStoreError: 'deny';
   prefix?: string;
   timeoutMs?: number;
+  batch?: boolean;
 }) => { tryAcquire(key: string): Promise<unknown> };
 
-/** Diagnostic: token bucket without the per-call timeout timer, to price `withTimeout`. */
-export const RATEKEEPER_REDIS_NO_TIMER = 'ratekeeper RedisRateLimiter token-bucket, timeoutMs: Infinity';
+/** Diagnostic: token bucket without the timeout bookkeeping, to price it. */
+export const RATEKEEPER_REDIS_NO_TIMER = 'ratekeeper RedisRateLimiter token-bucket, batch: false, timeoutMs: Infinity';
+
+/** ratekeeper with `batch: false`: one script call per decision, comparable call for call with the floor. */
+export const ratekeeperUnbatchedName = (algorithm: string): string => `ratekeeper RedisRateLimiter ${algorithm}, batch: false`;
 
 /**
- * ratekeeper's Redis contenders: one per algorithm, if src/redis.ts exports RedisRateLimiter. Adding
- * a contender here is one entry in the returned list.
+ * ratekeeper's Redis contenders: one per algorithm as configured by default (decisions of one tick
+ * batched into one script call), the same with `batch: false`, if src/redis.ts exports
+ * RedisRateLimiter. Adding a contender here is one entry in the returned list.
  */
 async function ratekeeperRedis(client: Redis, rule: Rule): Promise<RedisContender[] | string> {
   let RedisRateLimiter: RedisRateLimiterClass | undefined;
@@ -82,8 +89,12 @@ async function ratekeeperRedis(client: Redis, rule: Rule): Promise<RedisContende
     const limiter = new Limiter({ client, algorithm, rule, onStoreError: 'deny', prefix: 'rk:' });
     return { name: ratekeeperRedisName(algorithm), decide: (key) => limiter.tryAcquire(key) };
   });
-  const untimed = new Limiter({ client, algorithm: 'token-bucket', rule, onStoreError: 'deny', prefix: 'rk-untimed:', timeoutMs: Infinity });
-  return [...list, { name: RATEKEEPER_REDIS_NO_TIMER, decide: (key) => untimed.tryAcquire(key) }];
+  const unbatched = ALGORITHM_NAMES.map((algorithm): RedisContender => {
+    const limiter = new Limiter({ client, algorithm, rule, onStoreError: 'deny', prefix: 'rk1:', batch: false });
+    return { name: ratekeeperUnbatchedName(algorithm), decide: (key) => limiter.tryAcquire(key) };
+  });
+  const untimed = new Limiter({ client, algorithm: 'token-bucket', rule, onStoreError: 'deny', prefix: 'rk-untimed:', timeoutMs: Infinity, batch: false });
+  return [...list, ...unbatched, { name: RATEKEEPER_REDIS_NO_TIMER, decide: (key) => untimed.tryAcquire(key) }];
 }
 
 interface Sample {
@@ -110,7 +121,7 @@ async function throughput(client: Redis, contender: RedisContender, keys: () => 
   const used = process.cpuUsage(cpu);
   const stats = (await client.info('commandstats')) as string;
   const evalsha = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(stats);
-  const serverUs = evalsha === null ? NaN : Number(evalsha[2]) / Number(evalsha[1]);
+  const serverUs = evalsha === null ? NaN : Number(evalsha[2]) / done;
   return { perSecond, serverUs, clientUs: (used.user + used.system) / done };
 }
 

@@ -55,19 +55,18 @@ export interface NodeRedisClient {
  */
 export type RedisClientLike = IoredisClient | NodeRedisClient | RedisScriptClient;
 
-/** Runs a script on one key: EVALSHA, then the source with EVAL if the server answers NOSCRIPT. */
-export type ScriptRunner = (script: LuaScript, key: string, args: string[]) => Promise<unknown>;
-
 interface AnyShape {
   defineCommand?: unknown;
   evalSha?: unknown;
   evalsha?: unknown;
   eval?: unknown;
+  isCluster?: unknown;
+  getSlotMaster?: unknown;
 }
 
 interface IoredisCommands {
-  evalsha(sha1: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
-  eval(script: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  evalsha(sha1: string, numKeys: number, keys: string[], args: string[]): Promise<unknown>;
+  eval(script: string, numKeys: number, keys: string[], args: string[]): Promise<unknown>;
 }
 
 interface NodeRedisCommands {
@@ -76,36 +75,70 @@ interface NodeRedisCommands {
 }
 
 /**
- * Tells the three shapes apart by their methods (only ioredis has `defineCommand`, only node-redis
- * spells `evalSha`) and calls each in its own way, without building arrays it does not need.
+ * Brings the three shapes to the adapter's, telling them apart by their methods (only ioredis has
+ * `defineCommand`, only node-redis spells `evalSha`), without copying the arrays: ioredis flattens
+ * array arguments itself.
  */
-export function toScriptRunner(client: unknown): ScriptRunner {
-  const c = (client !== null && typeof client === 'object' ? client : {}) as AnyShape;
+export function toScriptClient(client: unknown): RedisScriptClient {
+  const c = shape(client);
   if (typeof c.evalsha === 'function' && typeof c.eval === 'function' && typeof c.defineCommand === 'function') {
     const ioredis = client as IoredisCommands;
-    return (script, key, args) =>
-      ioredis.evalsha(script.sha1, 1, key, ...args).catch((error: unknown) => retry(error, () => ioredis.eval(script.source, 1, key, ...args)));
+    return {
+      evalsha: (sha1, keys, args) => ioredis.evalsha(sha1, keys.length, keys, args),
+      eval: (script, keys, args) => ioredis.eval(script, keys.length, keys, args),
+    };
   }
   if (typeof c.evalSha === 'function' && typeof c.eval === 'function') {
     const nodeRedis = client as NodeRedisCommands;
-    return (script, key, args) => {
-      const options = { keys: [key], arguments: args };
-      return nodeRedis.evalSha(script.sha1, options).catch((error: unknown) => retry(error, () => nodeRedis.eval(script.source, options)));
+    return {
+      evalsha: (sha1, keys, args) => nodeRedis.evalSha(sha1, { keys, arguments: args }),
+      eval: (script, keys, args) => nodeRedis.eval(script, { keys, arguments: args }),
     };
   }
-  if (typeof c.evalsha === 'function' && typeof c.eval === 'function') {
-    const adapter = client as RedisScriptClient;
-    return (script, key, args) => {
-      const keys = [key];
-      return adapter.evalsha(script.sha1, keys, args).catch((error: unknown) => retry(error, () => adapter.eval(script.source, keys, args)));
-    };
-  }
+  if (typeof c.evalsha === 'function' && typeof c.eval === 'function') return client as RedisScriptClient;
   throw new TypeError(
     `ratekeeper: \`client\` must be an ioredis or node-redis client, or an object with evalsha(sha1, keys, args) and eval(script, keys, args), got ${describe(client)}`,
   );
 }
 
-/** A server that lost its script cache (restart, SCRIPT FLUSH, failover) answers NOSCRIPT: send the source, which caches it again. */
-function retry(error: unknown, sendSource: () => Promise<unknown>): Promise<unknown> {
-  return String((error as Error | undefined)?.message).includes('NOSCRIPT') ? sendSource() : Promise.reject(error);
+/**
+ * Runs `script` on `keys` with EVALSHA and hands the reply or the error to the callbacks. A server
+ * that lost its script cache (restart, SCRIPT FLUSH, failover) answers NOSCRIPT: then the source
+ * goes with EVAL, which caches it again. Callbacks, not a chain of promises, keep a call to the one
+ * promise the client makes.
+ */
+export function runScript(
+  client: RedisScriptClient,
+  script: LuaScript,
+  keys: string[],
+  args: string[],
+  done: (reply: unknown) => void,
+  failed: (error: unknown) => void,
+): void {
+  send(() => client.evalsha(script.sha1, keys, args), done, (error) => {
+    if (String((error as Error | undefined)?.message).includes('NOSCRIPT')) send(() => client.eval(script.source, keys, args), done, failed);
+    else failed(error);
+  });
+}
+
+function send(command: () => Promise<unknown>, done: (reply: unknown) => void, failed: (error: unknown) => void): void {
+  try {
+    command().then(done, failed);
+  } catch (error) {
+    // An adapter that throws instead of rejecting fails the same way.
+    failed(error);
+  }
+}
+
+/**
+ * True for a Redis Cluster client: an ioredis `Cluster` (`isCluster`) or a node-redis cluster (the
+ * only shape with `getSlotMaster`). One script may only touch keys of one hash slot there.
+ */
+export function isClusterClient(client: unknown): boolean {
+  const c = shape(client);
+  return c.isCluster === true || typeof c.getSlotMaster === 'function';
+}
+
+function shape(client: unknown): AnyShape {
+  return (client !== null && typeof client === 'object' ? client : {}) as AnyShape;
 }

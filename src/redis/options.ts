@@ -60,4 +60,13 @@ export interface RedisRateLimiterOptions {
    * @default false
    */
   refusalCache?: boolean | { maxKeys: number };
+  /**
+   * Sends the decisions asked for in one tick together, in one script call of up to 32, each
+   * deciding exactly as if sent alone in the order asked. On a Redis Cluster client (ioredis
+   * `Cluster`, node-redis `createCluster`) a batch holds keys of one hash slot. Set `false` when
+   * the client routes each call by its first key in some other way (a sharding proxy, or an
+   * adapter in front of a cluster): each decision is then one call on one key.
+   * @default true
+   */
+  batch?: boolean;
 }

@@ -1,22 +1,34 @@
 import { type Clock, systemClock } from '../core/clock';
-import { allow, type Decision, reject } from '../core/decision';
+import type { Decision } from '../core/decision';
 import { Rule } from '../core/rule';
 import { checkPermits, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
 import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
 import { schedulerFor, systemScheduler } from '../limiter/scheduler';
 import { WaitQueue } from '../limiter/wait-queue';
-import { type ScriptRunner, toScriptRunner } from './client';
+import { BatchSender, type Call } from './batch-sender';
+import { isClusterClient, toScriptClient } from './client';
+import { Coalescer } from './coalescer';
 import type { RedisRateLimiterOptions } from './options';
 import { outagePolicy } from './outage-policy';
 import { RefusalCache } from './refusal-cache';
-import { plans, type ScriptPlan } from './scripts';
+import { plans } from './scripts';
+import { hashSlot } from './slot';
 import { Timeouts } from './timeout';
 
 /**
+ * The most decisions one script call carries: enough to spread the cost of a call thin, few enough
+ * that one script holds Redis for only about a hundred microseconds, and that with dozens of calls
+ * in flight the next batch travels while Redis runs the previous one (measured: 32 beats 16 and 64).
+ */
+const MAX_BATCH = 32;
+
+/**
  * One shared rate limit per key across every server that talks to the same Redis. Each decision is
- * one atomic Lua script on one key (so Redis Cluster is safe whatever the key holds), timed by the
- * server's clock, and decided exactly as the in-memory algorithm of the same name would.
+ * atomic in a Lua script, timed by the server's clock, and decided exactly as the in-memory
+ * algorithm of the same name would. The decisions asked for in one tick travel together in one
+ * script call (on a Redis Cluster, those whose keys share a hash slot), each deciding as if sent
+ * alone in the order asked.
  *
  * @example
  * ```ts
@@ -37,31 +49,29 @@ import { Timeouts } from './timeout';
 export class RedisRateLimiter implements AsyncRateLimiter {
   /** The rule every key is limited by. */
   readonly rule: Rule;
-  readonly #run: ScriptRunner;
-  readonly #plan: ScriptPlan;
-  readonly #ruleArgs: readonly string[];
   readonly #keyPrefix: string;
   readonly #clock: Clock | undefined;
-  readonly #timeouts: Timeouts;
-  readonly #onStoreError: (error: unknown, key: string, permits: number) => Decision;
-  readonly #onError: ((error: unknown, key: string) => void) | undefined;
   readonly #refusals: RefusalCache | undefined;
   readonly #waiting: WaitQueue;
+  /** Sends calls as one script call: the coalescer's batches, or each call alone when batching is off. */
+  readonly #send: (calls: Call[]) => void;
+  readonly #coalescer: Coalescer<Call> | undefined;
+  /** On a cluster a batch holds keys of one hash slot. */
+  readonly #bySlot: boolean;
 
   /** @throws TypeError or RangeError naming the option, before anything is sent to Redis. */
   constructor(options: RedisRateLimiterOptions) {
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`ratekeeper: RedisRateLimiter options must be an object, got ${describe(options)}`);
     }
-    const { client, algorithm, rule, onStoreError, prefix = 'ratekeeper:', clock, timeoutMs = 500, onError, refusalCache = false } = options;
+    const { client, algorithm, rule, onStoreError, prefix = 'ratekeeper:', clock, timeoutMs = 500, onError, refusalCache = false, batch = true } = options;
     if (!Object.hasOwn(plans, algorithm)) {
       throw new TypeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(plans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
     this.rule = toRule(rule);
-    this.#run = toScriptRunner(client);
-    this.#plan = plans[algorithm];
-    this.#ruleArgs = this.#plan.ruleArgs(this.rule);
-    this.#onStoreError = outagePolicy(onStoreError, this.rule);
+    const scriptClient = toScriptClient(client);
+    const plan = plans[algorithm];
+    const policy = outagePolicy(onStoreError, this.rule);
     if (typeof prefix !== 'string') throw new TypeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
     this.#keyPrefix = `${prefix}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
     if (clock !== undefined && (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function')) {
@@ -73,37 +83,50 @@ export class RedisRateLimiter implements AsyncRateLimiter {
       const message = `\`timeoutMs\` must be an integer from 1 to 2147483647, or Infinity, got ${describe(timeoutMs)}`;
       throw typeof timeoutMs === 'number' ? new RangeError(`ratekeeper: ${message}`) : new TypeError(`ratekeeper: ${message}`);
     }
-    this.#timeouts = new Timeouts(timeoutMs);
     if (onError !== undefined && typeof onError !== 'function') {
       throw new TypeError(`ratekeeper: \`onError\` must be a function, got ${describe(onError)}`);
     }
-    this.#onError = onError;
     this.#refusals = refusalCacheFor(refusalCache);
+    if (typeof batch !== 'boolean') throw new TypeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
+    this.#send = new BatchSender({
+      client: scriptClient,
+      plan,
+      ruleArgs: plan.ruleArgs(this.rule),
+      limit: this.rule.limit,
+      callerClock: clock !== undefined,
+      timeouts: new Timeouts(timeoutMs),
+      refusals: this.#refusals,
+      fallback: (error, call) => {
+        report(onError, error, call.key);
+        return policy(error, call.key, call.permits);
+      },
+    }).send;
+    this.#coalescer = batch ? new Coalescer(this.#send, MAX_BATCH) : undefined;
+    this.#bySlot = isClusterClient(client);
     this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), clock === undefined ? systemScheduler : schedulerFor(clock));
   }
 
   /**
-   * Decides a request for `permits` (default 1) by `key`: one EVALSHA round trip, or none when the
-   * refusal cache already knows the answer. Never rejects for a Redis failure: the outage policy
-   * answers instead, marked `degraded`.
+   * Decides a request for `permits` (default 1) by `key`: one EVALSHA round trip, shared with the
+   * other calls of the same tick, or none when the refusal cache already knows the answer. Never
+   * rejects for a Redis failure: the outage policy answers instead, marked `degraded`.
    * @throws TypeError when `key` is not a string; RangeError when `permits` is not an integer from 1 to the limit (as a rejected promise).
    */
-  async tryAcquire(key: string, permits = 1): Promise<Decision> {
-    if (typeof key !== 'string') throw new TypeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
-    checkPermits(permits, this.rule.limit);
+  tryAcquire(key: string, permits = 1): Promise<Decision> {
+    if (typeof key !== 'string') return Promise.reject(new TypeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`));
+    try {
+      checkPermits(permits, this.rule.limit);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     const now = (this.#clock ?? systemClock).now();
     const known = this.#refusals?.get(key, permits, now, this.rule.limit);
-    if (known !== undefined) return known;
-    const args = [this.#clock === undefined ? '' : String(now), String(permits)].concat(this.#ruleArgs);
-    let decision: Decision;
-    try {
-      decision = toDecision(await this.#timeouts.bound(this.#run(this.#plan.script, this.#keyPrefix + key, args)), this.rule.limit);
-    } catch (error) {
-      this.#report(error, key);
-      return this.#onStoreError(error, key, permits);
-    }
-    if (!decision.allowed) this.#refusals?.remember(key, permits, now, decision);
-    return decision;
+    if (known !== undefined) return Promise.resolve(known);
+    return new Promise((resolve, reject) => {
+      const call: Call = { key, redisKey: this.#keyPrefix + key, permits, now, resolve, reject };
+      if (this.#coalescer === undefined) this.#send([call]);
+      else this.#coalescer.add(call, this.#bySlot ? hashSlot(call.redisKey) : 0);
+    });
   }
 
   /**
@@ -127,13 +150,13 @@ export class RedisRateLimiter implements AsyncRateLimiter {
   acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
     return this.#waiting.acquire(key, permits, options);
   }
+}
 
-  #report(error: unknown, key: string): void {
-    try {
-      this.#onError?.(error, key);
-    } catch {
-      // A failing hook must not turn a policy decision into a failed request.
-    }
+function report(onError: ((error: unknown, key: string) => void) | undefined, error: unknown, key: string): void {
+  try {
+    onError?.(error, key);
+  } catch {
+    // A failing hook must not turn a policy decision into a failed request.
   }
 }
 
@@ -156,16 +179,4 @@ function refusalCacheFor(option: unknown): RefusalCache | undefined {
     return new RefusalCache(integerIn('refusalCache.maxKeys', (option as { maxKeys: unknown }).maxKeys, 1, Number.MAX_SAFE_INTEGER));
   }
   throw new TypeError(`ratekeeper: \`refusalCache\` must be true, false or { maxKeys }, got ${describe(option)}`);
-}
-
-/** Reads a script's reply: {remaining, resetAfterMs} when allowed, {remaining, retryAfterMs, resetAfterMs} when refused. */
-function toDecision(reply: unknown, limit: number): Decision {
-  if (Array.isArray(reply)) {
-    const [remaining, after, resetAfterMs = after] = reply.map(Number) as [number, number, number?];
-    if (Number.isFinite(remaining + after + resetAfterMs)) {
-      if (reply.length === 2) return allow(limit, remaining, after);
-      if (reply.length === 3) return reject(limit, remaining, after, resetAfterMs);
-    }
-  }
-  throw new Error(`ratekeeper: unexpected reply from Redis: ${describe(reply)}`);
 }

@@ -1,5 +1,6 @@
 import { gcd } from '../core/exact';
 import type { Rule } from '../core/rule';
+import { batchScript } from './lua/batch';
 import { FIXED_WINDOW } from './lua/fixed-window';
 import { SLIDING_WINDOW_COUNTER } from './lua/sliding-window-counter';
 import { SLIDING_WINDOW_LOG } from './lua/sliding-window-log';
@@ -24,14 +25,19 @@ export interface LuaScript {
   readonly sha1: string;
 }
 
-/** One algorithm over Redis: its script and the rule's numbers, as ARGV[3...], in the script's order. */
+/** One algorithm over Redis: its script and the rule's numbers, as ARGV[1...], in the script's order. */
 export interface ScriptPlan {
   readonly script: LuaScript;
   readonly ruleArgs: (rule: Rule) => string[];
 }
 
+function script(algorithm: string, ruleArgs: number): LuaScript {
+  const source = batchScript(algorithm, ruleArgs);
+  return { source, sha1: sha1(source) };
+}
+
 const tokenBucket: ScriptPlan = {
-  script: { source: TOKEN_BUCKET, sha1: sha1(TOKEN_BUCKET) },
+  script: script(TOKEN_BUCKET, 3),
   // The scaled units of src/algorithms/token-bucket.ts, derived the same way so the numbers match.
   ruleArgs: ({ limit, windowMs }) => {
     const g = Number.isInteger(windowMs) ? gcd(limit, windowMs) : 1;
@@ -40,7 +46,7 @@ const tokenBucket: ScriptPlan = {
 };
 
 function windowed(source: string): ScriptPlan {
-  return { script: { source, sha1: sha1(source) }, ruleArgs: ({ limit, windowMs }) => [String(limit), String(windowMs)] };
+  return { script: script(source, 2), ruleArgs: ({ limit, windowMs }) => [String(limit), String(windowMs)] };
 }
 
 /** The plan for each algorithm name. */

@@ -21,11 +21,30 @@ export class RedisTimeoutError extends Error {
   }
 }
 
-interface Pending {
-  readonly deadline: number;
-  /** Cleared once the call settles, so a settled call is never failed and can be dropped. */
-  fail: ((error: RedisTimeoutError) => void) | undefined;
+/** One call's deadline; {@link Deadline.settle} says whether the call may still answer. */
+export interface Deadline {
+  /** Claims the answer for the call: true the first time, false once the timeout has answered instead. */
+  settle(): boolean;
 }
+
+class Pending implements Deadline {
+  readonly deadline: number;
+  /** Cleared once the call settles or times out, so each call is answered once. */
+  fail: ((error: RedisTimeoutError) => void) | undefined;
+
+  constructor(deadline: number, fail: (error: RedisTimeoutError) => void) {
+    this.deadline = deadline;
+    this.fail = fail;
+  }
+
+  settle(): boolean {
+    if (this.fail === undefined) return false;
+    this.fail = undefined;
+    return true;
+  }
+}
+
+const UNBOUNDED: Deadline = { settle: () => true };
 
 /**
  * Bounds calls to `timeoutMs` each. A client that queues commands while offline, or a frozen
@@ -33,7 +52,8 @@ interface Pending {
  *
  * Every call gets the same bound, so deadlines come in the order calls start: one timer, armed for
  * the oldest pending call, serves them all, and a call costs a queue entry instead of a timer of
- * its own (which is measurable at tens of thousands of decisions per second).
+ * its own (which is measurable at tens of thousands of decisions per second). Callbacks rather
+ * than a promise wrapped around the call's promise save a promise and a microtask per call.
  */
 export class Timeouts {
   readonly #timeoutMs: number;
@@ -47,27 +67,16 @@ export class Timeouts {
   }
 
   /**
-   * Settles like `promise`, or rejects with a `RedisTimeoutError` once `timeoutMs` has passed. A late
-   * answer is dropped; a late failure is handled here, so it never becomes an unhandled rejection.
+   * Starts a call's clock: `fail` receives a `RedisTimeoutError` once `timeoutMs` has passed,
+   * unless the call claims its answer with `settle()` first. A late answer finds `settle()` false
+   * and is dropped.
    */
-  bound<T>(promise: Promise<T>): Promise<T> {
-    if (this.#timeoutMs === Infinity) return promise;
-    return new Promise<T>((resolve, reject) => {
-      const pending: Pending = { deadline: performance.now() + this.#timeoutMs, fail: reject };
-      this.#add(pending);
-      promise.then(
-        (value) => {
-          pending.fail = undefined;
-          resolve(value);
-        },
-        (error: unknown) => {
-          pending.fail = undefined;
-          reject(error);
-        },
-      );
-    });
+  start(fail: (error: RedisTimeoutError) => void): Deadline {
+    if (this.#timeoutMs === Infinity) return UNBOUNDED;
+    const pending = new Pending(performance.now() + this.#timeoutMs, fail);
+    this.#add(pending);
+    return pending;
   }
-
   #add(pending: Pending): void {
     const queue = this.#pending;
     while (this.#head < queue.length && queue[this.#head]!.fail === undefined) this.#head++;
@@ -93,17 +102,23 @@ export class Timeouts {
     this.#armed = false;
     const queue = this.#pending;
     const now = performance.now();
+    // Failing runs the caller's code (the outage policy, onError), which may start new calls; the
+    // queue is left consistent before any of it runs.
+    const expired: ((error: RedisTimeoutError) => void)[] = [];
     for (; this.#head < queue.length; this.#head++) {
       const pending = queue[this.#head]!;
       if (pending.fail === undefined) continue;
       if (pending.deadline > now) {
         this.#arm(pending.deadline - now);
-        return;
+        break;
       }
-      pending.fail(new RedisTimeoutError(this.#timeoutMs));
+      expired.push(pending.fail);
       pending.fail = undefined;
     }
-    queue.length = 0;
-    this.#head = 0;
+    if (this.#head === queue.length) {
+      queue.length = 0;
+      this.#head = 0;
+    }
+    for (const fail of expired) fail(new RedisTimeoutError(this.#timeoutMs));
   };
 }

@@ -3,6 +3,7 @@ import { createCluster } from 'redis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Rule } from '../../src/index';
 import { RedisRateLimiter } from '../../src/redis';
+import { hashSlot } from '../../src/redis/slot';
 import { algorithmNames } from './helpers/algorithms';
 import { redisPort, uniquePrefix } from './helpers/clients';
 import { type RedisCluster, startRedisCluster } from './helpers/redis-cluster';
@@ -11,7 +12,7 @@ import { type RedisCluster, startRedisCluster } from './helpers/redis-cluster';
 // unbalanced braces, unicode, a NUL, and a very long key.
 const awkwardKeys = ['{', '}', '{}', '}{', '{user}:1', 'a{b}c{d}', '{{x}}', 'ключ-🚀-鍵', 'nul\u0000byte', 'x'.repeat(10_000), ''];
 
-describe.skipIf(!redisPort)('Redis Cluster: one key per decision, so no CROSSSLOT whatever the key', { timeout: 60_000 }, () => {
+describe.skipIf(!redisPort)('Redis Cluster: batches of one hash slot, so no CROSSSLOT whatever the keys', { timeout: 60_000 }, () => {
   let cluster: RedisCluster;
   let ioredis: Cluster;
   let nodeRedis: ReturnType<typeof createCluster>;
@@ -56,5 +57,24 @@ describe.skipIf(!redisPort)('Redis Cluster: one key per decision, so no CROSSSLO
     for (let i = 0; i < 30; i++) expect((await limiter.tryAcquire(`user-${i}`)).degraded).toBeUndefined();
     const sizes = await Promise.all(ioredis.nodes('master').map((node) => node.dbsize()));
     expect(sizes.filter((size) => size > 0).length).toBe(3);
+  });
+
+  test('hashSlot places every key as the cluster does (CLUSTER KEYSLOT)', async () => {
+    for (const key of [...awkwardKeys, 'user-1', '{tenant-7}:user-1', 'a{}b{c}', '\u{1F680}{\u{1F680}}', 'x\uD800y']) {
+      expect(hashSlot(key)).toBe(await ioredis.cluster('KEYSLOT', key));
+    }
+  });
+
+  test.each(algorithmNames)('%s: many keys at once, batched by slot over both clients: exact, never degraded', async (algorithm) => {
+    const prefix = uniquePrefix('cluster-batch');
+    for (const client of [ioredis, nodeRedis]) {
+      const limiter = new RedisRateLimiter({ client, algorithm, rule: new Rule(2, 1e12), onStoreError: 'deny', prefix: `${prefix}${client === ioredis ? 'io' : 'node'}:`, timeoutMs: 5_000 });
+      const keys = [...awkwardKeys, ...Array.from({ length: 60 }, (_, i) => `user-${i % 30}`)];
+      const decisions = await Promise.all([...keys, ...keys].map((key) => limiter.tryAcquire(key)));
+      expect(decisions.filter((decision) => decision.degraded !== undefined)).toEqual([]);
+      const allowed = new Map<string, number>();
+      [...keys, ...keys].forEach((key, i) => allowed.set(key, (allowed.get(key) ?? 0) + (decisions[i]!.allowed ? 1 : 0)));
+      expect(new Set(allowed.values())).toEqual(new Set([2]));
+    }
   });
 });

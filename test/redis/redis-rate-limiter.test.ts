@@ -44,6 +44,7 @@ describe.skipIf(!redisPort)('RedisRateLimiter', () => {
     test('prefix not a string', fails({ prefix: 7 }, TypeError, 'ratekeeper: `prefix` must be a string, got 7'));
     test('clock without now()', fails({ clock: {} }, TypeError, 'ratekeeper: `clock` must be an object with a now() method, got an object'));
     test('onError not a function', fails({ onError: 'log' }, TypeError, 'ratekeeper: `onError` must be a function, got "log"'));
+    test('batch not a boolean', fails({ batch: 'yes' }, TypeError, 'ratekeeper: `batch` must be true or false, got "yes"'));
     test('refusalCache bound not an integer', fails({ refusalCache: { maxKeys: 0.5 } }, RangeError, 'ratekeeper: `refusalCache.maxKeys` must be a safe integer of at least 1, got 0.5'));
 
     test('permits out of range, not an integer, or not a number; key not a string: the promise rejects', async () => {

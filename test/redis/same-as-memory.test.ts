@@ -1,7 +1,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { type Decision, ManualClock, type RateLimitAlgorithm, Rule } from '../../src/index';
-import { type RedisClientLike, RedisRateLimiter } from '../../src/redis';
+import { type RedisAlgorithm, type RedisClientLike, RedisRateLimiter } from '../../src/redis';
 import { algorithmNames, twins } from './helpers/algorithms';
 import { ioredisClient, type NodeRedis, nodeRedisClient, redisPort, uniquePrefix } from './helpers/clients';
 
@@ -33,10 +33,47 @@ const traces = fc.record({
   steps: fc.array(step, { minLength: 1, maxLength: 30 }),
 });
 
+// Long enough to span several batches (at most 32 decisions go in one script call).
+const longTraces = fc.record({
+  startMs: traces.map((trace) => trace.startMs),
+  steps: fc.array(step, { minLength: 1, maxLength: 100 }),
+});
+
+/** How many runs each property gets; RATEKEEPER_NUM_RUNS raises it for a long local soak. */
+const numRuns = Number(process.env.RATEKEEPER_NUM_RUNS ?? 100);
+
 /** Keeps a fixed-window reading out of the last second of its window (moving it to the boundary), so no key lives less than 1 s. */
 function awayFromWindowEnd(nowMs: number, windowMs: number): number {
   const end = (Math.floor(nowMs / windowMs) + 1) * windowMs;
   return end - nowMs < 1_000 ? end : nowMs;
+}
+
+type Trace = { startMs: number; steps: { moveMs: number; key: string; share: number }[] };
+
+/**
+ * Walks a trace: the in-memory twin decides each step at once; Redis is asked either one call at a
+ * time, each awaited before the clock moves on, or all in one tick, the ManualClock moving between
+ * calls, so that one batch carries a different reading per call.
+ */
+async function replay(client: RedisClientLike, algorithm: RedisAlgorithm, rule: Rule, trace: Trace, oneTick: boolean) {
+  const clock = new ManualClock(trace.startMs);
+  // One algorithm per key, never forgotten: a keyed limiter may forget a key that is idle at a
+  // later reading, which a backwards step would then expose.
+  const memory = new Map<string, RateLimitAlgorithm>();
+  const redis = new RedisRateLimiter({ client, algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('same') });
+  const fromMemory: Decision[] = [];
+  const fromRedis: Promise<Decision>[] = [];
+  for (const { moveMs, key, share } of trace.steps) {
+    const nowMs = clock.now() + moveMs;
+    clock.set(algorithm === 'fixed-window' ? awayFromWindowEnd(nowMs, rule.windowMs) : nowMs);
+    const permits = 1 + Math.floor(share * (rule.limit - 1));
+    if (!memory.has(key)) memory.set(key, new twins[algorithm](rule));
+    fromMemory.push(memory.get(key)!.tryAcquire(clock.now(), permits));
+    const decision = redis.tryAcquire(key, permits);
+    if (!oneTick) await decision;
+    fromRedis.push(decision);
+  }
+  return { fromMemory, fromRedis: await Promise.all(fromRedis) };
 }
 
 describe.skipIf(!redisPort)('RedisRateLimiter decides exactly as in memory', () => {
@@ -56,24 +93,18 @@ describe.skipIf(!redisPort)('RedisRateLimiter decides exactly as in memory', () 
 
   for (const clientName of ['ioredis', 'node-redis']) {
     for (const algorithm of algorithmNames) {
-      test.prop([rules, traces], { numRuns: 100 })(`${algorithm} over ${clientName}: same clock readings, same decisions`, async (rule, trace) => {
-        const clock = new ManualClock(trace.startMs);
-        // One algorithm per key, never forgotten: a keyed limiter may forget a key that is idle at a
-        // later reading, which a backwards step would then expose.
-        const memory = new Map<string, RateLimitAlgorithm>();
-        const redis = new RedisRateLimiter({ client: clients[clientName]!, algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('same') });
-        const fromMemory: Decision[] = [];
-        const fromRedis: Decision[] = [];
-        for (const { moveMs, key, share } of trace.steps) {
-          const nowMs = clock.now() + moveMs;
-          clock.set(algorithm === 'fixed-window' ? awayFromWindowEnd(nowMs, rule.windowMs) : nowMs);
-          const permits = 1 + Math.floor(share * (rule.limit - 1));
-          if (!memory.has(key)) memory.set(key, new twins[algorithm](rule));
-          fromMemory.push(memory.get(key)!.tryAcquire(clock.now(), permits));
-          fromRedis.push(await redis.tryAcquire(key, permits));
-        }
+      test.prop([rules, traces], { numRuns })(`${algorithm} over ${clientName}: same clock readings, same decisions`, async (rule, trace) => {
+        const { fromMemory, fromRedis } = await replay(clients[clientName]!, algorithm, rule, trace, false);
         expect(fromRedis).toStrictEqual(fromMemory);
       });
+
+      test.prop([rules, longTraces], { numRuns })(
+        `${algorithm} over ${clientName}: a whole trace asked for in one tick (batched) decides as the same calls one by one`,
+        async (rule, trace) => {
+          const { fromMemory, fromRedis } = await replay(clients[clientName]!, algorithm, rule, trace, true);
+          expect(fromRedis).toStrictEqual(fromMemory);
+        },
+      );
     }
   }
 });

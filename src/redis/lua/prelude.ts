@@ -1,25 +1,15 @@
-// Pieces every script starts with. Lua numbers in Redis are IEEE doubles, as in JavaScript, so a
-// script that performs the in-memory algorithm's operations in the same order gets the same bits.
+// Pieces every script holds. Lua numbers in Redis are IEEE doubles, as in JavaScript, so a script
+// that performs the in-memory algorithm's operations in the same order gets the same bits.
 
 /**
- * Reads `now` and `permits`. ARGV[1] is the caller's clock reading in ms, or '' for this server's
- * own clock, floored to whole ms as `systemClock` is: servers with skewed clocks then still share
- * one timeline. `ms` writes a whole number of ms for PX and PEXPIRE.
+ * Helpers defined once per script run, not once per decision. `ms` writes a whole number of ms for
+ * PX and PEXPIRE.
  *
  * State kept in a string is packed with `struct` as little-endian doubles: exact, as text written
  * with '%.17g' would be (Lua's `tostring` keeps only 14 digits), at a fraction of the cost, and
  * the script's cost is what bounds a busy Redis.
  */
 export const PRELUDE = `
-local now
-if ARGV[1] == '' then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-else
-  now = tonumber(ARGV[1])
-end
-local permits = tonumber(ARGV[2])
-
 local function ms(x)
   return string.format('%d', x)
 end

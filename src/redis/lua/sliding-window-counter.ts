@@ -1,15 +1,15 @@
-import { CEIL_DIV, FLOOR_DIV, PRELUDE } from './prelude';
+import { CEIL_DIV, FLOOR_DIV } from './prelude';
 
 /**
  * The sliding window counter of src/algorithms/sliding-window-counter.ts, including its exact
- * retry time that may roll over one or two windows. KEYS[1] holds three packed doubles: the
- * window's index and its previous and current counts. ARGV[3..4]: limit, windowMs.
- * Replies {remaining, resetAfterMs} when allowed, {remaining, retryAfterMs, resetAfterMs} when refused.
+ * retry time that may roll over one or two windows, as a `decide` for {@link batchScript}. A key
+ * holds three packed doubles: the window's index and its previous and current counts.
+ * ARGV[1..2]: limit, windowMs.
  */
-export const SLIDING_WINDOW_COUNTER = `${PRELUDE}${FLOOR_DIV}${CEIL_DIV}
-local limit, w = tonumber(ARGV[3]), tonumber(ARGV[4])
+export const SLIDING_WINDOW_COUNTER = `${FLOOR_DIV}${CEIL_DIV}
+local limit, w = tonumber(ARGV[1]), tonumber(ARGV[2])
 
-local function retry_after(room, previous, current, elapsed)
+local function retry_after(permits, room, previous, current, elapsed)
   local until_next = w - elapsed
   -- Here previous > 0: with no previous weight, a request that fits the count would have been allowed.
   if current + permits <= limit then
@@ -29,26 +29,28 @@ local function reset_after(previous, current, elapsed)
   return 0
 end
 
-local stored, stored_previous, stored_current = -math.huge, 0, 0
-local state = redis.call('GET', KEYS[1])
-if state then stored, stored_previous, stored_current = struct.unpack('<ddd', state) end
--- A reading from an earlier window than the stored one counts as no time passing.
-local window = floor_div(now, w)
-if window < stored then window = stored end
-local start = window * w
-local elapsed = math.max(now, start) - start
-local previous, current = 0, 0
-if window == stored then
-  previous, current = stored_previous, stored_current
-elseif window == stored + 1 then
-  previous = stored_current
+local function decide(key, now, permits)
+  local stored, stored_previous, stored_current = -math.huge, 0, 0
+  local state = redis.call('GET', key)
+  if state then stored, stored_previous, stored_current = struct.unpack('<ddd', state) end
+  -- A reading from an earlier window than the stored one counts as no time passing.
+  local window = floor_div(now, w)
+  if window < stored then window = stored end
+  local start = window * w
+  local elapsed = math.max(now, start) - start
+  local previous, current = 0, 0
+  if window == stored then
+    previous, current = stored_previous, stored_current
+  elseif window == stored + 1 then
+    previous = stored_current
+  end
+  local room = (limit - current) * w - previous * (w - elapsed)
+  if room < permits * w then
+    local remaining = math.max(0, floor_div(room, w))
+    return remaining, retry_after(permits, room, previous, current, elapsed), reset_after(previous, current, elapsed)
+  end
+  local reset = reset_after(previous, current + permits, elapsed)
+  redis.call('SET', key, struct.pack('<ddd', window, previous, current + permits), 'PX', ms(reset))
+  return floor_div(room - permits * w, w), 0, reset
 end
-local room = (limit - current) * w - previous * (w - elapsed)
-if room < permits * w then
-  local remaining = math.max(0, floor_div(room, w))
-  return {remaining, retry_after(room, previous, current, elapsed), reset_after(previous, current, elapsed)}
-end
-local reset = reset_after(previous, current + permits, elapsed)
-redis.call('SET', KEYS[1], struct.pack('<ddd', window, previous, current + permits), 'PX', ms(reset))
-return {floor_div(room - permits * w, w), reset}
 `;

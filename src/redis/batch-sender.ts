@@ -1,0 +1,97 @@
+import type { Decision } from '../core/decision';
+import { type RedisScriptClient, runScript } from './client';
+import type { RefusalCache } from './refusal-cache';
+import { checkReply, toDecision } from './reply';
+import type { ScriptPlan } from './scripts';
+import type { Timeouts } from './timeout';
+
+/** One decision on its way to Redis. */
+export interface Call {
+  readonly key: string;
+  readonly redisKey: string;
+  readonly permits: number;
+  /** The limiter's clock reading when the call was made. */
+  readonly now: number;
+  readonly resolve: (decision: Decision) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** What a {@link BatchSender} needs of its limiter. */
+export interface SenderOptions {
+  readonly client: RedisScriptClient;
+  readonly plan: ScriptPlan;
+  readonly ruleArgs: readonly string[];
+  readonly limit: number;
+  /** Whether the limiter's own clock decides; otherwise the server's. */
+  readonly callerClock: boolean;
+  readonly timeouts: Timeouts;
+  readonly refusals: RefusalCache | undefined;
+  /** Answers one call from the outage policy, after reporting `error`. */
+  readonly fallback: (error: unknown, call: Call) => Decision;
+}
+
+/**
+ * Sends calls as one script call and answers each of them: with its own decision from the reply,
+ * or, when the script call fails or times out, with the outage policy's answer for its own key and
+ * permits. The calls of one script call started in the same tick, so one deadline bounds them all.
+ */
+export class BatchSender {
+  readonly #options: SenderOptions;
+
+  constructor(options: SenderOptions) {
+    this.#options = options;
+  }
+
+  readonly send = (calls: Call[]): void => {
+    const { client, plan, ruleArgs, callerClock, timeouts } = this.#options;
+    const keys: string[] = [];
+    const args = ruleArgs.slice();
+    for (const call of calls) {
+      keys.push(call.redisKey);
+      args.push(String(call.permits));
+    }
+    if (callerClock) for (const call of calls) args.push(String(call.now));
+    const deadline = timeouts.start((error) => this.#fail(calls, error));
+    runScript(
+      client,
+      plan.script,
+      keys,
+      args,
+      (reply) => {
+        if (deadline.settle()) this.#settle(calls, reply);
+      },
+      (error) => {
+        if (deadline.settle()) this.#fail(calls, error);
+      },
+    );
+  };
+
+  #settle(calls: Call[], reply: unknown): void {
+    let numbers: number[];
+    try {
+      numbers = checkReply(reply, calls.length);
+    } catch (error) {
+      this.#fail(calls, error);
+      return;
+    }
+    const { limit, refusals } = this.#options;
+    for (let i = 0; i < calls.length; i++) {
+      const call = calls[i]!;
+      const decision = toDecision(numbers, i, limit);
+      if (!decision.allowed) refusals?.remember(call.key, call.permits, call.now, decision);
+      call.resolve(decision);
+    }
+  }
+
+  #fail(calls: Call[], error: unknown): void {
+    for (const call of calls) {
+      try {
+        call.resolve(this.#options.fallback(error, call));
+      } catch (fallbackError) {
+        // A fallback limiter that throws (say, for more permits than its own limit) fails this
+        // call alone, as it would have without a batch.
+        call.reject(fallbackError);
+      }
+    }
+  }
+}
