@@ -4,6 +4,7 @@
 import { writeFile } from 'node:fs/promises';
 import { ALGORITHM_NAMES } from './algorithms';
 import { runChild } from './child';
+import { type FloodResult, renderFlood } from './flood';
 import type { HeapResult } from './heap';
 import type { LatencyRun } from './latency';
 import type { RedisResult } from './redis';
@@ -39,6 +40,8 @@ async function main(): Promise<void> {
   const control = await runChild<LatencyRun>('./latency.ts', ['map']);
   step('redis');
   const redis = await runChild<RedisResult>('./redis.ts');
+  step('flood: ten million unique keys');
+  const flood = renderFlood(await runChild<FloodResult>('./flood.ts'));
 
   const results: BenchResults = {
     machine: before,
@@ -51,8 +54,8 @@ async function main(): Promise<void> {
     redis,
   };
   const { text, markdown } = render(results);
-  console.log(text);
-  await writeFile(new URL('./RESULTS.md', import.meta.url), markdown);
+  console.log(text + flood.text);
+  await writeFile(new URL('./RESULTS.md', import.meta.url), `${markdown}\n${flood.markdown}`);
   step('wrote bench/RESULTS.md');
 }
 

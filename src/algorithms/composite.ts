@@ -95,6 +95,9 @@ export class Composite implements PeekableAlgorithm {
         if (retryAfterMs > longest) longest = retryAfterMs;
       }
       if (longest === 0) return wait;
+      // At a time so large (a clock gone wrong) that adding the wait no longer moves it, the parts
+      // would refuse for ever: answer the wait found so far instead of looping for ever.
+      if (now + wait + longest === now + wait) return wait + longest;
       wait += longest;
     }
   }

@@ -34,7 +34,8 @@ export function integerIn(name: string, value: unknown, min: number, max: number
  * when it is not. A request larger than the whole limit is refused here, since no wait could fix it.
  */
 export function checkPermits(permits: number, limit: number): void {
-  if (!(permits >= 1 && permits <= limit && Number.isInteger(permits))) integerIn('permits', permits, 1, limit);
+  // Number.isInteger first: comparing a Symbol with >= would throw a TypeError of the engine's own.
+  if (!(Number.isInteger(permits) && permits >= 1 && permits <= limit)) integerIn('permits', permits, 1, limit);
 }
 
 /** The hot-path check on a clock reading: a NaN or infinite time would poison stored state. */

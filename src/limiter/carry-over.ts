@@ -37,5 +37,6 @@ function partsOf(state: PeekableAlgorithm): readonly PeekableAlgorithm[] | undef
 }
 
 function isPeekable(state: RateLimitAlgorithm): state is PeekableAlgorithm {
-  return typeof (state as Partial<PeekableAlgorithm>).peek === 'function';
+  // A factory may hand back anything (null included): such a state is not carried over, never read.
+  return typeof (state as Partial<PeekableAlgorithm> | null)?.peek === 'function';
 }

@@ -1,7 +1,7 @@
 import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
 import { type Clock, systemClock } from '../core/clock';
 import type { Decision } from '../core/decision';
-import { describe, integerIn } from '../core/validate';
+import { assertNumber, describe, finiteNumber, integerIn } from '../core/validate';
 import type { AcquireOptions } from './acquire-options';
 import { checkFactory, KeyTable, tableFull } from './key-table';
 import { type Scheduler, schedulerFor } from './scheduler';
@@ -146,7 +146,9 @@ export class KeyedRateLimiter implements RateLimiter {
    * Keys someone waits on stay. Never needed for bounded memory; useful before measuring or shutting down.
    */
   evictIdle(nowMs: number = this.#clock.now()): number {
-    return this.#table.evictIdle(this.#read(nowMs));
+    // Checked here, not left to the algorithms: every state is idle at Infinity, so an unchecked
+    // reading would forget active keys and forgive what they spent.
+    return this.#table.evictIdle(this.#read(finiteNumber('nowMs', nowMs)));
   }
 
   /**
@@ -155,6 +157,9 @@ export class KeyedRateLimiter implements RateLimiter {
    * reading would otherwise start fresh and be granted what it had already spent.
    */
   #read(reading: number): number {
+    // A reading that is no number (a string compares as one) must never become the latest reading,
+    // which every later call would then be held to.
+    if (typeof reading !== 'number') assertNumber('nowMs', reading);
     if (reading < this.#latest) return this.#latest;
     // NaN and Infinity are left for the algorithm to refuse, and never become the latest reading.
     if (reading < Infinity) this.#latest = reading;
@@ -166,9 +171,21 @@ export class KeyedRateLimiter implements RateLimiter {
     const carried = this.#table.carried(key);
     if (carried !== undefined) return carried.tryAcquire(now, permits);
     const state = this.#table.create(key);
+    checkState(state);
     // Decide before storing: a bad argument throws here and leaves the table as it was.
     const decision = state.tryAcquire(now, permits);
     if (!decision.allowed || this.#table.add(key, state, now)) return decision;
     return tableFull(state, decision, permits, now);
+  }
+}
+
+/**
+ * Throws a `TypeError` naming `algorithm` unless the factory made something the table can keep: a
+ * state without `isIdle` would fail later, in the sweep of some other key's call.
+ */
+function checkState(state: unknown): void {
+  const s = state as Partial<RateLimitAlgorithm> | null;
+  if (s === null || typeof s !== 'object' || typeof s.tryAcquire !== 'function' || typeof s.isIdle !== 'function') {
+    throw new TypeError(`ratekeeper: \`algorithm\` must return an algorithm, got ${describe(state)}`);
   }
 }

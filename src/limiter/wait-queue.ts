@@ -93,18 +93,21 @@ export class WaitQueue {
       let outcome: Decision | Promise<Decision>;
       try {
         outcome = this.#attempt(line.key, waiter.permits);
+        if (typeof (outcome as Partial<Promise<Decision>> | null)?.then === 'function') {
+          line.asking = waiter;
+          (outcome as Promise<Decision>).then(
+            (decision) => this.#answered(line, waiter, { decision }),
+            (error: unknown) => this.#answered(line, waiter, { error }),
+          );
+          return;
+        }
+        checkDecision(outcome);
       } catch (error) {
+        // A thenable whose `then` threw may have left the line marked as asking.
+        line.asking = undefined;
         leave(line, waiter);
         waiter.reject(error);
         continue;
-      }
-      if (typeof (outcome as Partial<Promise<Decision>>).then === 'function') {
-        line.asking = waiter;
-        (outcome as Promise<Decision>).then(
-          (decision) => this.#answered(line, waiter, decision),
-          (error: unknown) => this.#answered(line, waiter, undefined, error),
-        );
-        return;
       }
       if (!this.#decide(line, waiter, outcome as Decision)) return;
     }
@@ -132,14 +135,22 @@ export class WaitQueue {
     return false;
   }
 
-  #answered(line: Line, waiter: Waiter, decision: Decision | undefined, error?: unknown): void {
+  #answered(line: Line, waiter: Waiter, answer: { decision: Decision } | { error: unknown }): void {
     line.asking = undefined;
     // A waiter that left while its answer was on the way has been settled already.
     if (waiter.queued) {
-      if (decision === undefined) {
+      let outcome = answer;
+      if ('decision' in answer) {
+        try {
+          checkDecision(answer.decision);
+        } catch (error) {
+          outcome = { error };
+        }
+      }
+      if ('error' in outcome) {
         leave(line, waiter);
-        waiter.reject(error);
-      } else if (!this.#decide(line, waiter, decision)) return;
+        waiter.reject(outcome.error);
+      } else if (!this.#decide(line, waiter, outcome.decision)) return;
     }
     this.#run(line);
   }
@@ -174,4 +185,19 @@ export class WaitQueue {
     this.#scheduler.clearTimeout(line.timer);
     line.armed = false;
   }
+}
+
+/**
+ * Throws a `TypeError` unless `decision` is shaped like a Decision a line can act on. A limiter of
+ * your own that answers something else would otherwise leave its caller hanging (no boolean
+ * `allowed`) or retried every millisecond for ever (a refusal without a wait).
+ */
+function checkDecision(decision: unknown): void {
+  const d = decision as Partial<Decision> | null;
+  if (d === null || typeof d !== 'object' || typeof d.allowed !== 'boolean') throw decisionError(decision);
+  if (!d.allowed && !(typeof d.retryAfterMs === 'number' && d.retryAfterMs >= 0)) throw decisionError(decision);
+}
+
+function decisionError(decision: unknown): TypeError {
+  return new TypeError(`ratekeeper: \`attempt\` must return a Decision, got ${describe(decision)}`);
 }

@@ -12,7 +12,7 @@ export interface Call {
   readonly permits: number;
   /** The limiter's clock reading when the call was made. */
   readonly now: number;
-  readonly resolve: (decision: Decision) => void;
+  readonly resolve: (decision: Decision | Promise<Decision>) => void;
   readonly reject: (error: unknown) => void;
 }
 
@@ -27,7 +27,7 @@ export interface SenderOptions {
   readonly timeouts: Timeouts;
   readonly refusals: RefusalCache | undefined;
   /** Answers one call from the outage policy, after reporting `error`. */
-  readonly fallback: (error: unknown, call: Call) => Decision;
+  readonly fallback: (error: unknown, call: Call) => Decision | Promise<Decision>;
 }
 
 /**

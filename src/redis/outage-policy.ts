@@ -2,7 +2,7 @@ import { allow, type Decision, degrade, reject } from '../core/decision';
 import { ceilDiv } from '../core/exact';
 import type { Rule } from '../core/rule';
 import { describe } from '../core/validate';
-import type { RateLimiter } from '../limiter/keyed-rate-limiter';
+import type { AsyncRateLimiter, RateLimiter } from '../limiter/keyed-rate-limiter';
 import { RedisTimeoutError } from './timeout';
 
 /**
@@ -10,8 +10,8 @@ import { RedisTimeoutError } from './timeout';
  * - `'allow'` (fail open): allowed, as a key never used would be;
  * - `'deny'` (fail closed): refused, as an exhausted token bucket would be, so `retryAfterMs` is
  *   the time the rule takes to earn the permits;
- * - a `RateLimiter`, such as a local `KeyedRateLimiter` with a per-server share of the limit: its
- *   decision.
+ * - a `RateLimiter`, such as a local `KeyedRateLimiter` with a per-server share of the limit, or an
+ *   `AsyncRateLimiter`, such as a second Redis: its decision (a failure of its own fails the call).
  * Either way the decision carries `degraded: 'store-error'` or `'store-timeout'`.
  *
  * @example
@@ -22,10 +22,10 @@ import { RedisTimeoutError } from './timeout';
  * const policy: StoreErrorPolicy = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(25)) });
  * ```
  */
-export type StoreErrorPolicy = 'allow' | 'deny' | RateLimiter;
+export type StoreErrorPolicy = 'allow' | 'deny' | RateLimiter | AsyncRateLimiter;
 
 /** Checks the policy once and returns the function that applies it to a failed call. */
-export function outagePolicy(policy: unknown, rule: Rule): (error: unknown, key: string, permits: number) => Decision {
+export function outagePolicy(policy: unknown, rule: Rule): (error: unknown, key: string, permits: number) => Decision | Promise<Decision> {
   const { limit, windowMs } = rule;
   const reason = (error: unknown) => (error instanceof RedisTimeoutError ? 'store-timeout' : 'store-error');
   if (policy === 'allow') {
@@ -35,8 +35,11 @@ export function outagePolicy(policy: unknown, rule: Rule): (error: unknown, key:
     return (error, _key, permits) => degrade(reject(limit, 0, ceilDiv(permits * windowMs, limit), Math.ceil(windowMs)), reason(error));
   }
   if (policy !== null && typeof policy === 'object' && typeof (policy as RateLimiter).tryAcquire === 'function') {
-    const fallback = policy as RateLimiter;
-    return (error, key, permits) => degrade(fallback.tryAcquire(key, permits), reason(error));
+    const fallback = policy as RateLimiter | AsyncRateLimiter;
+    return (error, key, permits) => {
+      const decision = fallback.tryAcquire(key, permits);
+      return decision instanceof Promise ? decision.then((d) => degrade(d, reason(error))) : degrade(decision, reason(error));
+    };
   }
   throw new TypeError(
     `ratekeeper: \`onStoreError\` is required and must be 'allow', 'deny' or a RateLimiter to fall back on, got ${describe(policy)}`,

@@ -65,7 +65,7 @@ export class RedisRateLimiter implements AsyncRateLimiter {
       throw new TypeError(`ratekeeper: RedisRateLimiter options must be an object, got ${describe(options)}`);
     }
     const { client, algorithm, rule, onStoreError, prefix = 'ratekeeper:', clock, timeoutMs = 500, onError, refusalCache = false, batch = true } = options;
-    if (!Object.hasOwn(plans, algorithm)) {
+    if (typeof algorithm !== 'string' || !Object.hasOwn(plans, algorithm)) {
       throw new TypeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(plans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
     this.rule = toRule(rule);
@@ -120,6 +120,8 @@ export class RedisRateLimiter implements AsyncRateLimiter {
       return Promise.reject(error);
     }
     const now = (this.#clock ?? systemClock).now();
+    // A caller's clock is checked: NaN sent to Redis would come back as a NaN retry time.
+    if (!Number.isFinite(now)) return Promise.reject(new RangeError(`ratekeeper: \`clock\` returned ${describe(now)}, not a finite number`));
     const known = this.#refusals?.get(key, permits, now, this.rule.limit);
     if (known !== undefined) return Promise.resolve(known);
     return new Promise((resolve, reject) => {
