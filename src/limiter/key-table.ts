@@ -2,9 +2,9 @@ import type { RateLimitAlgorithm } from '../algorithms/algorithm';
 import { type Decision, degrade, reject } from '../core/decision';
 import { describe } from '../core/validate';
 import { carryOver } from './carry-over';
+import { ShardedMap } from './sharded-map';
 
 type Factory = (key: string) => RateLimitAlgorithm;
-type Entry = [string, RateLimitAlgorithm];
 
 /** Entries examined each time a new key is stored: enough to keep the table within about twice its active keys. */
 const SWEEP_PER_NEW_KEY = 2;
@@ -22,18 +22,15 @@ const SWEEP_WHEN_FULL = 32;
  */
 export class KeyTable {
   /** Keys under the current factory: the only map a resident key's decision reads. */
-  #current = new Map<string, RateLimitAlgorithm>();
+  #current = new ShardedMap<RateLimitAlgorithm>();
   /** Keys from before the last reconfiguration, not yet carried over. */
-  #previous = new Map<string, RateLimitAlgorithm>();
+  #previous = new ShardedMap<RateLimitAlgorithm>();
   #factory: Factory;
   /** When the last reconfiguration happened. */
   #switchedAt = 0;
   readonly #maxKeys: number;
   /** Keys someone waits on: kept even when idle, so their line never competes for a slot again. */
   readonly #pinned: (key: string) => boolean;
-  /** Where reclamation resumes in each map: a live Map iterator survives inserts and deletes. */
-  #cursor: Iterator<Entry> | undefined;
-  #drain: Iterator<Entry> | undefined;
 
   constructor(factory: Factory, maxKeys: number, pinned: (key: string) => boolean) {
     this.#factory = factory;
@@ -75,9 +72,7 @@ export class KeyTable {
     // Keys still waiting from an earlier switch are carried over to that switch first, at its time.
     for (const [key, old] of this.#previous) this.#carry(key, old);
     this.#previous = this.#current;
-    this.#current = new Map();
-    this.#cursor = undefined;
-    this.#drain = this.#previous.entries();
+    this.#current = new ShardedMap();
     this.#factory = factory;
     this.#switchedAt = now;
   }
@@ -85,15 +80,24 @@ export class KeyTable {
   /** Removes every idle key not waited on, in one pass; returns how many. */
   evictIdle(now: number): number {
     let removed = 0;
-    for (const states of [this.#current, this.#previous]) {
+    for (const [states, at] of [[this.#current, now], [this.#previous, this.#switchedAt]] as const) {
       for (const [key, state] of states) {
-        if (state.isIdle(now) && !this.#pinned(key)) {
+        if (this.#forgettable(key, state, at)) {
           states.delete(key);
           removed++;
         }
       }
     }
     return removed;
+  }
+
+  /**
+   * Whether a key can be forgotten: idle at `at` and not waited on. A key from before the last switch
+   * is judged at the switch, where its carry-over is measured: idle only since, it may still carry
+   * spent permits over to a rule with a longer window.
+   */
+  #forgettable(key: string, state: RateLimitAlgorithm, at: number): boolean {
+    return state.isIdle(at) && !this.#pinned(key);
   }
 
   #carry(key: string, old: RateLimitAlgorithm): RateLimitAlgorithm {
@@ -105,27 +109,23 @@ export class KeyTable {
   }
 
   /**
-   * Examines up to `budget` entries from where the last sweep stopped, keys from before a
-   * reconfiguration first (dropping the idle ones, carrying the rest over), then the current ones
-   * (dropping the idle ones), and stops early once no more than `until` keys are left.
+   * Examines up to `budget` entries, each map resuming where its last sweep stopped: keys from before
+   * a reconfiguration first (dropping those idle at the switch, carrying the rest over), then the
+   * current ones (dropping the idle ones). Stops early once no more than `until` keys are left.
    */
   #sweep(now: number, budget: number, until = 0): void {
     for (let i = 0; i < budget && this.size > until; i++) {
-      const old = this.#previous.size > 0 ? this.#drain?.next() : undefined;
-      if (old !== undefined && old.done !== true) {
-        const [key, state] = old.value;
-        if (state.isIdle(now) && !this.#pinned(key)) this.#previous.delete(key);
+      const old = this.#previous.nextEntry();
+      if (old !== undefined) {
+        const [key, state] = old;
+        if (this.#forgettable(key, state, this.#switchedAt)) this.#previous.delete(key);
         else this.#carry(key, state);
         continue;
       }
-      let step = this.#cursor?.next();
-      if (step === undefined || step.done === true) {
-        this.#cursor = this.#current.entries();
-        step = this.#cursor.next();
-        if (step.done === true) return;
-      }
-      const [key, state] = step.value;
-      if (state.isIdle(now) && !this.#pinned(key)) this.#current.delete(key);
+      const entry = this.#current.nextEntry();
+      if (entry === undefined) return;
+      const [key, state] = entry;
+      if (this.#forgettable(key, state, now)) this.#current.delete(key);
     }
   }
 }
