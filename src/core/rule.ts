@@ -50,7 +50,12 @@ export class Rule {
  */
 export function sharedPerRule<T>(derive: (rule: Rule) => T): (rule: Rule) => T {
   const cache = new Map<string, T>();
+  // Every new key builds its state through here: the same Rule object as last time (the common
+  // case, a rule made once outside the factory) is answered without building the cache's key.
+  let lastRule: Rule | undefined;
+  let lastValue: T | undefined;
   return (rule) => {
+    if (rule === lastRule) return lastValue as T;
     if (!(rule instanceof Rule)) throw new TypeError('ratekeeper: `rule` must be a Rule, e.g. Rule.perSecond(10)');
     const id = `${rule.limit}/${rule.windowMs}`;
     let value = cache.get(id);
@@ -59,6 +64,8 @@ export function sharedPerRule<T>(derive: (rule: Rule) => T): (rule: Rule) => T {
       value = derive(rule);
       cache.set(id, value);
     }
+    lastRule = rule;
+    lastValue = value;
     return value;
   };
 }
