@@ -1,10 +1,10 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { Rule } from '../../src/index';
-import { type RedisClientLike, RedisRateLimiter } from '../../src/redis';
+import { RedisRateLimiter } from '../../src/redis';
 import { algorithmNames } from './helpers/algorithms';
-import { ioredisClient, type NodeRedis, nodeRedisClient, redisPort, uniquePrefix } from './helpers/clients';
+import { redisPort, uniquePrefix, useBothClients } from './helpers/clients';
 
 // A window of 10^12 ms (until 2033 for the aligned windows) so that nothing refills during a test:
 // the count of allowed requests must then be exactly the limit, on the server's clock.
@@ -18,23 +18,11 @@ function nextMessage(child: ChildProcess): Promise<unknown> {
 }
 
 describe.skipIf(!redisPort)('concurrent requests never exceed the limit together', () => {
-  const clients: Record<string, RedisClientLike> = {};
-  let nodeRedis: NodeRedis;
+  const clients = useBothClients();
 
-  beforeAll(async () => {
-    clients.ioredis = ioredisClient();
-    nodeRedis = await nodeRedisClient();
-    clients['node-redis'] = nodeRedis;
-  });
-
-  afterAll(async () => {
-    (clients.ioredis as ReturnType<typeof ioredisClient>).disconnect();
-    await nodeRedis.close();
-  });
-
-  for (const clientName of ['ioredis', 'node-redis']) {
+  for (const clientName of ['ioredis', 'node-redis'] as const) {
     test.each(algorithmNames)(`%s over ${clientName}: 200 calls at once for 10 permits, exactly 10 pass`, async (algorithm) => {
-      const limiter = new RedisRateLimiter({ client: clients[clientName]!, algorithm, rule: longRule(10), onStoreError: 'deny', prefix: uniquePrefix('burst') });
+      const limiter = new RedisRateLimiter({ client: clients[clientName], algorithm, rule: longRule(10), onStoreError: 'deny', prefix: uniquePrefix('burst') });
       const decisions = await Promise.all(Array.from({ length: 200 }, () => limiter.tryAcquire('hot')));
       expect(decisions.filter((decision) => decision.allowed)).toHaveLength(10);
       expect(decisions.every((decision) => decision.degraded === undefined)).toBe(true);

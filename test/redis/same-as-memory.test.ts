@@ -1,9 +1,9 @@
 import { fc, test } from '@fast-check/vitest';
-import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { describe, expect } from 'vitest';
 import { type Decision, ManualClock, type RateLimitAlgorithm, Rule } from '../../src/index';
 import { type RedisAlgorithm, type RedisClientLike, RedisRateLimiter } from '../../src/redis';
 import { algorithmNames, twins } from './helpers/algorithms';
-import { ioredisClient, type NodeRedis, nodeRedisClient, redisPort, uniquePrefix } from './helpers/clients';
+import { redisPort, uniquePrefix, useBothClients } from './helpers/clients';
 
 // Redis expires keys on its own clock while a ManualClock jumps; windows of 20 s and more keep
 // every key's expiry (at least windowMs / limit, or 1 s for the fixed window, see below) far beyond
@@ -77,31 +77,19 @@ async function replay(client: RedisClientLike, algorithm: RedisAlgorithm, rule: 
 }
 
 describe.skipIf(!redisPort)('RedisRateLimiter decides exactly as in memory', () => {
-  const clients: Record<string, RedisClientLike> = {};
-  let nodeRedis: NodeRedis;
+  const clients = useBothClients();
 
-  beforeAll(async () => {
-    clients.ioredis = ioredisClient();
-    nodeRedis = await nodeRedisClient();
-    clients['node-redis'] = nodeRedis;
-  });
-
-  afterAll(async () => {
-    (clients.ioredis as ReturnType<typeof ioredisClient>).disconnect();
-    await nodeRedis.close();
-  });
-
-  for (const clientName of ['ioredis', 'node-redis']) {
+  for (const clientName of ['ioredis', 'node-redis'] as const) {
     for (const algorithm of algorithmNames) {
       test.prop([rules, traces], { numRuns })(`${algorithm} over ${clientName}: same clock readings, same decisions`, async (rule, trace) => {
-        const { fromMemory, fromRedis } = await replay(clients[clientName]!, algorithm, rule, trace, false);
+        const { fromMemory, fromRedis } = await replay(clients[clientName], algorithm, rule, trace, false);
         expect(fromRedis).toStrictEqual(fromMemory);
       });
 
       test.prop([rules, longTraces], { numRuns })(
         `${algorithm} over ${clientName}: a whole trace asked for in one tick (batched) decides as the same calls one by one`,
         async (rule, trace) => {
-          const { fromMemory, fromRedis } = await replay(clients[clientName]!, algorithm, rule, trace, true);
+          const { fromMemory, fromRedis } = await replay(clients[clientName], algorithm, rule, trace, true);
           expect(fromRedis).toStrictEqual(fromMemory);
         },
       );
