@@ -4,6 +4,7 @@ import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { KeyedRateLimiter, ManualClock, Rule } from '../src/index';
 import { ALGORITHM_NAMES, ALGORITHMS, MANY_RULE, epochNowMs, type AlgorithmName } from './algorithms';
 import { sendToParent } from './child';
+import { type FloorState, floorDecide } from './contenders';
 
 export const HEAP_KEYS = 200_000;
 /** Keys and hits per key of the full-log measurement: every log holds `FULL_LOG_HITS` timestamps. */
@@ -85,24 +86,11 @@ function ratekeeper(algorithm: AlgorithmName, rule: Rule, hitsPerKey: number) {
  * on an integer clock its token count stays an integer.
  */
 function floorMap(keys: number) {
-  const states = new Map<string, { tokens: number; at: number }>();
+  const states = new Map<string, FloorState>();
   const capacity = MANY_RULE.limit;
   const perMs = MANY_RULE.limit / MANY_RULE.windowMs;
   for (let visit = 0; visit < 2; visit++) {
-    for (let i = 0; i < keys; i++) {
-      const key = keyOf(i);
-      const now = performance.now();
-      let state = states.get(key);
-      if (state === undefined) {
-        state = { tokens: capacity, at: now };
-        states.set(key, state);
-      }
-      const tokens = Math.min(capacity, state.tokens + (now - state.at) * perMs);
-      if (tokens >= 1) {
-        state.tokens = tokens - 1;
-        state.at = now;
-      }
-    }
+    for (let i = 0; i < keys; i++) floorDecide(states, keyOf(i), capacity, perMs);
   }
   return states;
 }
