@@ -1,3 +1,4 @@
+// src/http/ip-address.ts (addressKey: IPv6 /64, IPv4-mapped addresses) and src/http/forwarded.ts.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { addressKey } from '../../src/http';

@@ -1,3 +1,5 @@
+// src/http/fetch-adapter.ts and hono-adapter.ts without a server, and src/http/runtime-peer.ts: how
+// the client address is found under Bun, Deno, @hono/node-server and a Next-style proxy.
 import { describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type RateLimiter } from '../../src/index';
 import { honoRateLimit, withRateLimit, type HonoContextLike } from '../../src/http';

@@ -1,3 +1,4 @@
+// src/http/rate-limit-headers.ts: every format pinned to exact strings.
 import { describe, expect, it } from 'vitest';
 import type { Decision } from '../../src/index';
 import { rateLimitHeaders, type HeaderFormat } from '../../src/http';

@@ -1,3 +1,5 @@
+// The middleware on real servers over loopback: src/http/node-adapter.ts (Express), fastify-adapter.ts,
+// hono-adapter.ts and fetch-adapter.ts, all through the shared logic of src/http/request-limit.ts.
 import { afterEach, describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter } from '../../src/index';
 import { ADAPTERS, limitFields, start, type Running, type Setup } from './support/servers';

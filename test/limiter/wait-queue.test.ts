@@ -1,3 +1,5 @@
+// src/limiter/wait-queue.ts (and its wait-line.ts) over an asynchronous limiter, and
+// src/limiter/manual-scheduler.ts.
 import { describe, expect, it } from 'vitest';
 import { ManualScheduler, Rule, TokenBucket, WaitQueue, type Decision } from '../../src/index';
 

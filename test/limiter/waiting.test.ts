@@ -1,3 +1,5 @@
+// KeyedRateLimiter.acquire: src/limiter/wait-queue.ts and wait-line.ts over a synchronous limiter,
+// with the option checks of src/limiter/acquire-options.ts.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualScheduler, Rule, TokenBucket, type Decision } from '../../src/index';

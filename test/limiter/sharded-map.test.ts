@@ -1,0 +1,50 @@
+// src/limiter/sharded-map.ts: the key table's map, which splits into 256 maps at 4096 entries.
+import { fc, test } from '@fast-check/vitest';
+import { describe, expect, it } from 'vitest';
+import { ShardedMap } from '../../src/limiter/sharded-map';
+
+describe('ShardedMap', () => {
+  test.prop([fc.array(fc.tuple(fc.boolean(), fc.integer({ min: 0, max: 9000 })), { maxLength: 12_000 })])(
+    'answers get, set, delete and size exactly as a Map, before and after the split',
+    (ops) => {
+      const sharded = new ShardedMap<number>();
+      const reference = new Map<string, number>();
+      ops.forEach(([add, n], i) => {
+        const key = `user:${n}`;
+        if (add) {
+          sharded.set(key, i);
+          reference.set(key, i);
+        } else {
+          expect(sharded.delete(key)).toBe(reference.delete(key));
+        }
+      });
+      expect(sharded.size).toBe(reference.size);
+      for (let n = 0; n <= 9000; n += 7) expect(sharded.get(`user:${n}`)).toBe(reference.get(`user:${n}`));
+      expect(new Map(sharded)).toEqual(reference);
+    },
+  );
+
+  it('keeps its endless round through the split: every entry comes up once per round, deleted ones never', () => {
+    const map = new ShardedMap<number>();
+    for (let i = 0; i < 4000; i++) map.set(`k${i}`, i);
+    for (let i = 0; i < 100; i++) map.nextEntry(); // the round is under way when the split comes
+    for (let i = 4000; i < 10_000; i++) map.set(`k${i}`, i);
+    for (let i = 0; i < 10_000; i += 3) map.delete(`k${i}`);
+    const seen = new Map<string, number>();
+    // A round may start anywhere; two rounds' worth of steps see every live entry, and only live ones.
+    for (let i = 0; i < 2 * map.size; i++) {
+      const [key] = map.nextEntry() ?? ['none'];
+      seen.set(key, (seen.get(key) ?? 0) + 1);
+    }
+    expect([...seen.keys()].sort()).toEqual([...new Map(map).keys()].sort());
+    for (const count of seen.values()) expect(count).toBeLessThanOrEqual(3);
+  });
+
+  it('has no next entry when empty', () => {
+    const map = new ShardedMap<number>();
+    expect(map.nextEntry()).toBeUndefined();
+    map.set('a', 1);
+    map.delete('a');
+    expect(map.nextEntry()).toBeUndefined();
+  });
+});
