@@ -1,4 +1,4 @@
-// src/limiter/sharded-map.ts: the key table's map, which splits into 256 maps at 4096 entries.
+// src/limiter/sharded-map.ts: the key table's map, which splits a shard in two when it reaches 2048 entries.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { ShardedMap } from '../../src/limiter/sharded-map';
@@ -38,6 +38,29 @@ describe('ShardedMap', () => {
     }
     expect([...seen.keys()].sort()).toEqual([...new Map(map).keys()].sort());
     for (const count of seen.values()) expect(count).toBeLessThanOrEqual(3);
+  });
+
+  it('stays a Map through many splits, whatever the keys look like', () => {
+    // Keys sharing a long prefix, a long suffix, or only their length apart all split on the hash.
+    const shapes = [(i: number) => `tenant:acme:user:${i}`, (i: number) => `${i}:/api/v1/orders`, (i: number) => 'x'.repeat(i % 50) + i];
+    for (const shape of shapes) {
+      const sharded = new ShardedMap<number>();
+      const reference = new Map<string, number>();
+      for (let i = 0; i < 60_000; i++) {
+        sharded.set(shape(i), i);
+        reference.set(shape(i), i);
+        if (i % 3 === 0) {
+          const gone = shape(i >> 1);
+          expect(sharded.delete(gone)).toBe(reference.delete(gone));
+        }
+      }
+      expect(sharded.size).toBe(reference.size);
+      for (let i = 0; i < 60_000; i += 11) expect(sharded.get(shape(i))).toBe(reference.get(shape(i)));
+      expect(new Map(sharded)).toEqual(reference);
+      const round = new Set<string>();
+      for (let i = 0; i < sharded.size; i++) round.add((sharded.nextEntry() as [string, number])[0]);
+      expect(round.size).toBe(sharded.size);
+    }
   });
 
   it('has no next entry when empty', () => {
