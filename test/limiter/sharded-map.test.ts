@@ -1,4 +1,4 @@
-// src/limiter/sharded-map.ts: the key table's map, which splits a shard in two when it reaches 2048 entries.
+// src/limiter/sharded-map.ts: the key table's map, which splits into 256 maps at 4096 entries.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { ShardedMap } from '../../src/limiter/sharded-map';
@@ -40,8 +40,8 @@ describe('ShardedMap', () => {
     for (const count of seen.values()) expect(count).toBeLessThanOrEqual(3);
   });
 
-  it('stays a Map through many splits, whatever the keys look like', () => {
-    // Keys sharing a long prefix, a long suffix, or only their length apart all split on the hash.
+  it('stays a Map through the split, whatever the keys look like', () => {
+    // Keys sharing a long prefix, a long suffix, or only their length apart all spread on the hash.
     const shapes = [(i: number) => `tenant:acme:user:${i}`, (i: number) => `${i}:/api/v1/orders`, (i: number) => 'x'.repeat(i % 50) + i];
     for (const shape of shapes) {
       const sharded = new ShardedMap<number>();
