@@ -71,7 +71,7 @@ export class KeyedRateLimiter implements RateLimiter {
     if (maxKeys !== Infinity) integerIn('maxKeys', maxKeys, 1, Number.MAX_SAFE_INTEGER);
     this.#clock = clock;
     this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), schedulerFor(clock));
-    this.#table = new KeyTable(algorithm, maxKeys, (key) => this.#waiting.has(key));
+    this.#table = new KeyTable(algorithm, maxKeys, this.#waiting);
   }
 
   /** How many keys are resident. */
