@@ -38,6 +38,13 @@ export class KeyTable {
   readonly #pinned: { has(key: string): boolean };
   /** The reading at which a search of a full table last found no idle key (see `add`). */
   #fullAt = Number.NaN;
+  /**
+   * The last key found in `#current`, and its state: a hot key skips the map lookup (one hot key:
+   * 1.42-1.58x the floor without, 1.27x with, in the same kind of run). Every removal from
+   * `#current` forgets it (`#removed`, `reconfigure`), so it never outlives its entry.
+   */
+  #lastKey: string | undefined;
+  #lastState: RateLimitAlgorithm | undefined;
 
   constructor(factory: Factory, maxKeys: number, pinned: { has(key: string): boolean }) {
     this.#factory = factory;
@@ -51,7 +58,13 @@ export class KeyTable {
 
   /** The state of a key under the current factory, if resident. */
   get(key: string): RateLimitAlgorithm | undefined {
-    return this.#current.get(key);
+    if (key === this.#lastKey) return this.#lastState;
+    const state = this.#current.get(key);
+    if (state !== undefined) {
+      this.#lastKey = key;
+      this.#lastState = state;
+    }
+    return state;
   }
 
   /** The state of a key resident from before the last reconfiguration, carried over now. */
@@ -87,6 +100,7 @@ export class KeyTable {
     for (const [key, old] of this.#previous) this.#carry(key, old);
     this.#previous = this.#current;
     this.#current = new ShardedMap();
+    this.#lastKey = this.#lastState = undefined; // every key left `#current`
     this.#factory = factory;
     this.#switchedAt = now;
   }
@@ -98,6 +112,7 @@ export class KeyTable {
       for (const [key, state] of states) {
         if (this.#forgettable(key, state, at)) {
           states.delete(key);
+          this.#removed(key);
           removed++;
         }
       }
@@ -112,6 +127,11 @@ export class KeyTable {
    */
   #forgettable(key: string, state: RateLimitAlgorithm, at: number): boolean {
     return state.isIdle(at) && !this.#pinned.has(key);
+  }
+
+  /** Called whenever `key` leaves `#current`: the last key found must not outlive its entry. */
+  #removed(key: string): void {
+    if (key === this.#lastKey) this.#lastKey = this.#lastState = undefined;
   }
 
   #carry(key: string, old: RateLimitAlgorithm): RateLimitAlgorithm {
@@ -139,7 +159,10 @@ export class KeyTable {
       const entry = this.#current.nextEntry();
       if (entry === undefined) return;
       const [key, state] = entry;
-      if (this.#forgettable(key, state, now)) this.#current.delete(key);
+      if (this.#forgettable(key, state, now)) {
+        this.#current.delete(key);
+        this.#removed(key);
+      }
     }
   }
 }

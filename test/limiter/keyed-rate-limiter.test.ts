@@ -61,6 +61,49 @@ describe('KeyedRateLimiter', () => {
     expect(limiter.evictIdle()).toBe(0);
   });
 
+  // The table remembers the last key it found, so a hot key skips the map lookup. Each way a key
+  // leaves the table must forget it there too, or the key would go on deciding on a state the table
+  // no longer holds, and start fresh (forgiven) once another key came in between.
+  describe('the last key found, after it leaves the table', () => {
+    const spentThenIdle = () => {
+      const clock = new ManualClock();
+      const limiter = new KeyedRateLimiter({ algorithm: bucketOf(2), clock });
+      limiter.tryAcquire('hot');
+      limiter.tryAcquire('hot'); // found in the table: now the last key found
+      clock.advance(1000); // full again: idle, so the table may forget it
+      return { clock, limiter };
+    };
+    const spendAgainAfterAnotherKey = (limiter: KeyedRateLimiter) => {
+      expect(limiter.tryAcquire('hot', 2)).toMatchObject({ allowed: true, remaining: 0 });
+      limiter.tryAcquire('other');
+      limiter.tryAcquire('other'); // another key found in between
+      expect(limiter.tryAcquire('hot')).toMatchObject({ allowed: false, retryAfterMs: 500 });
+    };
+
+    it('is forgotten when the sweep reclaims it', () => {
+      const { limiter } = spentThenIdle();
+      limiter.tryAcquire('new'); // sweeps two entries: 'hot' is one, and idle
+      expect(limiter.size).toBe(1);
+      spendAgainAfterAnotherKey(limiter);
+    });
+
+    it('is forgotten when evictIdle removes it', () => {
+      const { limiter } = spentThenIdle();
+      expect(limiter.evictIdle()).toBe(1);
+      spendAgainAfterAnotherKey(limiter);
+    });
+
+    it('is forgotten when reconfigure moves it to the new rule', () => {
+      const clock = new ManualClock();
+      const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(10)), clock });
+      limiter.tryAcquire('hot');
+      limiter.tryAcquire('hot');
+      limiter.reconfigure(() => new TokenBucket(Rule.perMinute(100)));
+      expect(limiter.tryAcquire('hot')).toMatchObject({ limit: 100, remaining: 97 });
+      expect(limiter.tryAcquire('hot')).toMatchObject({ limit: 100, remaining: 96 });
+    });
+  });
+
   it('refuses bad arguments with errors naming them and leaves the table as it was', () => {
     const limiter = new KeyedRateLimiter({ algorithm: bucketOf(3), clock: new ManualClock() });
     limiter.tryAcquire('a');
