@@ -10,7 +10,6 @@ import {
   MANY_KEYS,
   PERFORMANCE_NOW,
   RATEKEEPER,
-  RATEKEEPER_CACHED_ORIGIN,
   RATEKEEPER_COUNTER_CLOCK,
   SYSTEM_CLOCK,
   THROUGHPUT_OPTIONS,
@@ -120,7 +119,6 @@ function breakdownSection(results: BenchResults): Section {
     rows.push(cells);
   };
   add('ratekeeper, systemClock (as shipped)', system(results, 'token-bucket'), RATEKEEPER);
-  add('ratekeeper, clock reading performance.timeOrigin once', variant(results, 'cached-origin'), RATEKEEPER_CACHED_ORIGIN);
   add('ratekeeper, counter clock (no time read at all)', variant(results, 'counter-clock'), RATEKEEPER_COUNTER_CLOCK);
   add('`performance.now()` alone', variant(results, 'counter-clock'), PERFORMANCE_NOW);
   add('`systemClock.now()` alone', variant(results, 'counter-clock'), SYSTEM_CLOCK);

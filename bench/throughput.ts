@@ -15,7 +15,7 @@ export const MANY_KEYS = 100_000;
  * variants (token bucket only) explain ratekeeper's cost. Each runs in its own process, because a
  * second clock type would make KeyedRateLimiter's call to `clock.now()` polymorphic for all.
  */
-export const VARIANTS = ['system', 'cached-origin', 'counter-clock', 'churn'] as const;
+export const VARIANTS = ['system', 'counter-clock', 'churn'] as const;
 export type Variant = (typeof VARIANTS)[number];
 
 /**
@@ -35,17 +35,10 @@ export interface ThroughputResult {
 }
 
 export const RATEKEEPER = 'ratekeeper';
-export const RATEKEEPER_CACHED_ORIGIN = 'ratekeeper, clock with timeOrigin read once';
 export const RATEKEEPER_COUNTER_CLOCK = 'ratekeeper, counter clock (no time read)';
 export const PERFORMANCE_NOW = 'performance.now() alone';
 export const SYSTEM_CLOCK = 'systemClock.now() alone';
 export const BARE_BUCKET = 'TokenBucket.tryAcquire(now) alone';
-
-/** The proposed systemClock: the same readings, with the constant `performance.timeOrigin` read once. */
-export function cachedOriginClock(): Clock {
-  const origin = performance.timeOrigin;
-  return { now: () => Math.floor(origin + performance.now()) };
-}
 
 /** A clock that costs nothing to read: +1 ms per call, kept in a typed array so storing it allocates nothing. */
 function counterClock(): Clock {
@@ -89,11 +82,6 @@ function contenders(algorithm: AlgorithmName, variant: Variant, scenario: Scenar
       const keys = workload();
       const list = [ratekeeper(RATEKEEPER, keys, make), floor(keys, rule), rateLimiterFlexible(keys, rule)];
       return scenario === 'hot' ? [...list, limiterTokenBucket(rule)] : list;
-    }
-    case 'cached-origin': {
-      if (scenario === 'churn') return [];
-      const keys = workload();
-      return [ratekeeper(RATEKEEPER_CACHED_ORIGIN, keys, make, cachedOriginClock()), floor(keys, rule)];
     }
     case 'counter-clock': {
       if (scenario === 'churn') return [];
