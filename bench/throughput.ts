@@ -1,7 +1,7 @@
 // Child process: in-memory decisions per second for one algorithm, beside the floor and the peers,
 // for one hot key and for 100 000 keys. One process per algorithm and variant keeps every call site
 // monomorphic, as in an application that uses one algorithm. Run by run.ts; sends its samples.
-import { KeyedRateLimiter, systemClock, TokenBucket, type Clock, type Rule } from '../src/index';
+import { systemClock, TokenBucket, type Clock, type Rule } from '../src/index';
 import { ALGORITHMS, HOT_RULE, epochNowMs, isAlgorithmName, ruleFor, type AlgorithmName } from './algorithms';
 import { sendToParent } from './child';
 import { floor, limiterTokenBucket, rateLimiterFlexible, ratekeeper, type Contender, type Workload } from './contenders';
