@@ -22,9 +22,9 @@ const SWEEP_WHEN_FULL = 32;
  */
 export class KeyTable {
   /** Keys under the current factory: the only map a resident key's decision reads. */
-  #current = new ShardedMap<RateLimitAlgorithm>();
+  #current: ShardedMap<RateLimitAlgorithm>;
   /** Keys from before the last reconfiguration, not yet carried over. */
-  #previous = new ShardedMap<RateLimitAlgorithm>();
+  #previous: ShardedMap<RateLimitAlgorithm>;
   #factory: Factory;
   /** When the last reconfiguration happened. */
   #switchedAt = 0;
@@ -50,6 +50,8 @@ export class KeyTable {
     this.#factory = factory;
     this.#maxKeys = maxKeys;
     this.#pinned = pinned;
+    this.#current = new ShardedMap(maxKeys);
+    this.#previous = new ShardedMap(maxKeys);
   }
 
   get size(): number {
@@ -99,7 +101,7 @@ export class KeyTable {
     // Keys still waiting from an earlier switch are carried over to that switch first, at its time.
     for (const [key, old] of this.#previous) this.#carry(key, old);
     this.#previous = this.#current;
-    this.#current = new ShardedMap();
+    this.#current = new ShardedMap(this.#maxKeys);
     this.#lastKey = this.#lastState = undefined; // every key left `#current`
     this.#factory = factory;
     this.#switchedAt = now;

@@ -1,23 +1,32 @@
-// src/limiter/sharded-map.ts: the key table's map, which splits into 256 maps at 4096 entries.
+// src/limiter/sharded-map.ts: the key table's map, which splits into up to 256 maps at 4096 entries.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { ShardedMap } from '../../src/limiter/sharded-map';
 
 describe('ShardedMap', () => {
-  test.prop([fc.array(fc.tuple(fc.boolean(), fc.integer({ min: 0, max: 9000 })), { maxLength: 12_000 })])(
-    'answers get, set, delete and size exactly as a Map, before and after the split',
-    (ops) => {
-      const sharded = new ShardedMap<number>();
+  // fast-check keeps generated arrays short (about 10 operations), far from the 4096 entries of the
+  // split; so each run first adds `filled` keys, then applies the generated operations.
+  test.prop([
+    fc.integer({ min: 0, max: 9000 }),
+    fc.array(fc.tuple(fc.boolean(), fc.integer({ min: 0, max: 9000 })), { maxLength: 300 }),
+    // Told its most entries, it makes fewer shards (none up to 4096): each answers the same.
+    fc.constantFrom(Infinity, 1_000_000, 100_000, 9001, 4096),
+  ])(
+    'answers get, set, delete and size exactly as a Map, before and after the split, whatever its size bound',
+    (filled, ops, mostEntries) => {
+      const sharded = new ShardedMap<number>(mostEntries);
       const reference = new Map<string, number>();
-      ops.forEach(([add, n], i) => {
+      const apply = (add: boolean, n: number, value: number) => {
         const key = `user:${n}`;
         if (add) {
-          sharded.set(key, i);
-          reference.set(key, i);
+          sharded.set(key, value);
+          reference.set(key, value);
         } else {
           expect(sharded.delete(key)).toBe(reference.delete(key));
         }
-      });
+      };
+      for (let n = 0; n < filled; n++) apply(true, n, -n);
+      ops.forEach(([add, n], i) => apply(add, n, i));
       expect(sharded.size).toBe(reference.size);
       for (let n = 0; n <= 9000; n += 7) expect(sharded.get(`user:${n}`)).toBe(reference.get(`user:${n}`));
       expect(new Map(sharded)).toEqual(reference);
