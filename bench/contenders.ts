@@ -19,8 +19,14 @@ export interface Contender {
   run(start: number, n: number): number | Promise<number>;
 }
 
-export function ratekeeper(name: string, workload: Workload, algorithm: () => RateLimitAlgorithm, clock: Clock = systemClock): Contender {
-  const limiter = new KeyedRateLimiter({ algorithm, clock });
+export function ratekeeper(
+  name: string,
+  workload: Workload,
+  algorithm: () => RateLimitAlgorithm,
+  clock: Clock = systemClock,
+  maxKeys = Infinity,
+): Contender {
+  const limiter = new KeyedRateLimiter({ algorithm, clock, maxKeys });
   const { keys, order } = workload;
   const mask = order.length - 1;
   return {

@@ -24,7 +24,7 @@ async function main(): Promise<void> {
     step(`in memory: ${algorithm}`);
     throughput.push(await runChild<ThroughputResult>('./throughput.ts', [algorithm, 'system']));
   }
-  const variants: Variant[] = ['counter-clock', 'churn'];
+  const variants: Variant[] = ['bounded', 'counter-clock', 'churn'];
   for (const variant of variants) {
     step(`in memory: token-bucket, ${variant}`);
     throughput.push(await runChild<ThroughputResult>('./throughput.ts', ['token-bucket', variant]));

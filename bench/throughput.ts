@@ -15,7 +15,7 @@ export const MANY_KEYS = 100_000;
  * variants (token bucket only) explain ratekeeper's cost. Each runs in its own process, because a
  * second clock type would make KeyedRateLimiter's call to `clock.now()` polymorphic for all.
  */
-export const VARIANTS = ['system', 'counter-clock', 'churn'] as const;
+export const VARIANTS = ['system', 'bounded', 'counter-clock', 'churn'] as const;
 export type Variant = (typeof VARIANTS)[number];
 
 /**
@@ -36,6 +36,7 @@ export interface ThroughputResult {
 
 export const RATEKEEPER = 'ratekeeper';
 export const RATEKEEPER_COUNTER_CLOCK = 'ratekeeper, counter clock (no time read)';
+export const RATEKEEPER_BOUNDED = 'ratekeeper, maxKeys 200 000';
 export const PERFORMANCE_NOW = 'performance.now() alone';
 export const SYSTEM_CLOCK = 'systemClock.now() alone';
 export const BARE_BUCKET = 'TokenBucket.tryAcquire(now) alone';
@@ -82,6 +83,12 @@ function contenders(algorithm: AlgorithmName, variant: Variant, scenario: Scenar
       const keys = workload();
       const list = [ratekeeper(RATEKEEPER, keys, make), floor(keys, rule), rateLimiterFlexible(keys, rule)];
       return scenario === 'hot' ? [...list, limiterTokenBucket(rule)] : list;
+    }
+    case 'bounded': {
+      // A bound sizes the key table's shards: 200 000 keys at most make 64 maps instead of 256.
+      if (scenario === 'churn' || scenario === 'hot') return [];
+      const keys = workload();
+      return [ratekeeper(RATEKEEPER_BOUNDED, keys, make, systemClock, 2 * MANY_KEYS), floor(keys, rule)];
     }
     case 'counter-clock': {
       if (scenario === 'churn') return [];
