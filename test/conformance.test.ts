@@ -6,6 +6,7 @@ import { algorithms, boundName, composites, replay, scenarioArb, worstExcess } f
 
 const followUpArb = fc.array(fc.record({ dt: fc.integer({ min: 0, max: 3000 }), permits: fc.integer({ min: 1, max: 1_000_000 }) }), {
   maxLength: 20,
+  size: 'max', // fast-check would keep arrays to ~10 elements otherwise
 });
 
 describe.each([...algorithms, ...composites])('$name', ({ make, bound }) => {

@@ -43,7 +43,7 @@ const runArb = fc.array(partArb, { minLength: 1, maxLength: 3 }).chain((specs) =
         dt: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 50 }), fc.integer({ min: 0, max: 2 * longest })),
         permits: fc.integer({ min: 1, max: smallest }),
       }),
-      { maxLength: 40 },
+      { maxLength: 40, size: 'max' }, // fast-check would keep arrays to ~10 elements otherwise
     ),
   });
 });

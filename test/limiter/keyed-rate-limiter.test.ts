@@ -131,7 +131,7 @@ const opArb = fc.oneof(
 );
 
 describe.each(algorithms)('eviction with $name', ({ make }) => {
-  test.prop([fc.array(opArb, { maxLength: 150 })])(
+  test.prop([fc.array(opArb, { maxLength: 150, size: 'max' })])(
     'eviction is invisible to decisions, even when the clock steps back: no active limit is ever forgiven',
     (ops) => {
       const rule = new Rule(3, 1000);

@@ -48,7 +48,7 @@ const trafficArb = fc
           key: fc.constantFrom('a', 'b', 'c'),
           permits: fc.integer({ min: 1, max: limit }),
         }),
-        { maxLength: 40 },
+        { maxLength: 40, size: 'max' }, // fast-check would keep arrays to ~10 elements otherwise
       ),
     }),
   );

@@ -22,7 +22,7 @@ const ruleArb = (minLimit: number) =>
 const stepsArb = (rule: Rule) =>
   fc.array(
     fc.record({ dt: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 2 * rule.windowMs })), permits: fc.integer({ min: 1, max: rule.limit }) }),
-    { maxLength: 25 },
+    { maxLength: 25, size: 'max' }, // fast-check would keep arrays to ~10 elements otherwise
   );
 
 /** Traffic under one algorithm and rule, a switch to another algorithm and rule, then traffic under the new one. */
@@ -70,7 +70,7 @@ describe('reconfigure', () => {
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('reconfigure' as const), dt: fc.integer({ min: 0, max: 700 }), to: fc.constantFrom(...cases), rule: ruleArb(3) }) },
   );
 
-  test.prop([fc.constantFrom(...cases), ruleArb(3), fc.array(opArb, { maxLength: 200 })])(
+  test.prop([fc.constantFrom(...cases), ruleArb(3), fc.array(opArb, { maxLength: 200, size: 'max' })])(
     'carrying keys over lazily decides exactly as converting every key at the moment of the switch',
     (start, rule, ops) => {
       const clock = new ManualClock(1_000_000);

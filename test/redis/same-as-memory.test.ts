@@ -30,13 +30,13 @@ const step = fc.record({
 
 const traces = fc.record({
   startMs: fc.oneof(fc.constant(0), fc.integer({ min: 1_700_000_000_000, max: 1_900_000_000_000 })),
-  steps: fc.array(step, { minLength: 1, maxLength: 30 }),
+  steps: fc.array(step, { minLength: 1, maxLength: 30, size: 'max' }),
 });
 
 // Long enough to span several batches (at most 32 decisions go in one script call).
 const longTraces = fc.record({
   startMs: traces.map((trace) => trace.startMs),
-  steps: fc.array(step, { minLength: 1, maxLength: 100 }),
+  steps: fc.array(step, { minLength: 1, maxLength: 100, size: 'max' }), // 'max': fast-check would stop near 10
 });
 
 /** How many runs each property gets; RATEKEEPER_NUM_RUNS raises it for a long local soak. */

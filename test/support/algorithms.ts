@@ -76,7 +76,7 @@ export const scenarioArb: fc.Arbitrary<Scenario> = ruleArb.chain((rule) =>
         ),
         permits: fc.oneof(fc.constant(1), fc.integer({ min: 1, max: rule.limit })),
       }),
-      { maxLength: 60 },
+      { maxLength: 60, size: 'max' }, // fast-check would keep arrays to ~10 elements otherwise
     ),
   }),
 );
