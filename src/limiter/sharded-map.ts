@@ -31,16 +31,16 @@ export class ShardedMap<V> {
   #shards: Map<string, V>[] = [];
   /** log2 of the shard count once split. */
   readonly #bits: number;
+  #size = 0;
+  /** Where `nextEntry` resumes: a live iterator of one map, and which shard that is. */
+  #hand: Iterator<[string, V]> | undefined;
+  #handShard = 0;
 
   /** @param mostEntries the most entries the map will hold, when bounded: it sizes the shards. */
   constructor(mostEntries = Infinity) {
     // The fewest shards of at most SPLIT_AT entries each when full; none when the map never splits.
     this.#bits = Math.min(MAX_SHARD_BITS, Math.max(0, Math.ceil(Math.log2(mostEntries / SPLIT_AT))));
   }
-  #size = 0;
-  /** Where `nextEntry` resumes: a live iterator of one map, and which shard that is. */
-  #hand: Iterator<[string, V]> | undefined;
-  #handShard = 0;
 
   get size(): number {
     return this.#size;
