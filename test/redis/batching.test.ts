@@ -1,20 +1,15 @@
 // src/redis/coalescer.ts and batch-sender.ts, through RedisRateLimiter: the calls of one tick share
 // one script call, and each still gets its own answer, its own policy decision, its own bound.
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { KeyedRateLimiter, Rule, TokenBucket } from '../../src/index';
 import { RedisRateLimiter, RedisTimeoutError } from '../../src/redis';
-import { ioredisClient, redisPort, uniquePrefix } from './helpers/clients';
+import { useIoredis, redisPort, uniquePrefix } from './helpers/clients';
 import { countingClient } from './helpers/counting-client';
 
 const rule = new Rule(4, 1e12);
 
 describe.skipIf(!redisPort)('batching', () => {
-  let redis: Redis;
-  beforeAll(() => {
-    redis = ioredisClient();
-  });
-  afterAll(() => redis.disconnect());
+  const redis = useIoredis();
 
   test('the calls of one tick go in one EVALSHA, at most 32 to a call; with batch: false, one each', async () => {
     const batched = countingClient(redis);

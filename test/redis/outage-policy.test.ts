@@ -1,9 +1,9 @@
 // src/redis/outage-policy.ts and timeout.ts, through RedisRateLimiter: what answers while Redis fails, freezes or restarts.
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { type Decision, KeyedRateLimiter, Rule, TokenBucket } from '../../src/index';
 import { type RedisClientLike, RedisRateLimiter, type RedisRateLimiterOptions, RedisTimeoutError } from '../../src/redis';
-import { ioredisClient, nodeRedisClient, redisPort, uniquePrefix } from './helpers/clients';
+import { ioredisClient, useIoredis, nodeRedisClient, redisPort, uniquePrefix } from './helpers/clients';
 import { freePort, startRedisServer } from './helpers/redis-server';
 
 const rule = Rule.perSecond(4);
@@ -36,11 +36,7 @@ async function recovered(limiter: RedisRateLimiter, ms: number): Promise<Decisio
 }
 
 describe.skipIf(!redisPort)('when Redis fails, the outage policy answers, marked degraded', () => {
-  let client: Redis;
-  beforeAll(() => {
-    client = ioredisClient();
-  });
-  afterAll(() => client.disconnect());
+  const client = useIoredis();
 
   test("'allow' answers as a key never used would, marked store-error, and onError hears the cause", async () => {
     const { limiter, errors } = await brokenKey(client, { onStoreError: 'allow' });

@@ -1,9 +1,8 @@
 import { fc, test } from '@fast-check/vitest';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { describe, expect } from 'vitest';
 import { ceilDiv, floorDiv } from '../../src/core/exact';
 import { CEIL_DIV, FLOOR_DIV, PRELUDE } from '../../src/redis/lua/prelude';
-import { ioredisClient, redisPort } from './helpers/clients';
+import { useIoredis, redisPort } from './helpers/clients';
 
 // Runs the scripts' own helpers on pairs of operands and returns every result as exact text.
 const probe = `${PRELUDE}${FLOOR_DIV}${CEIL_DIV}
@@ -23,11 +22,7 @@ const operand = fc.oneof(
 );
 
 describe.skipIf(!redisPort)('the Lua prelude rounds exactly as src/core/exact.ts', () => {
-  let redis: Redis;
-  beforeAll(() => {
-    redis = ioredisClient();
-  });
-  afterAll(() => redis.disconnect());
+  const redis = useIoredis();
 
   test.prop([fc.array(fc.tuple(operand, operand.filter((d) => d >= 1e-3)), { minLength: 1, maxLength: 50 })], { numRuns: 50 })(
     'floor_div and ceil_div give floorDiv and ceilDiv, bit for bit',

@@ -1,17 +1,12 @@
 // src/redis/refusal-cache.ts, through RedisRateLimiter with refusalCache on.
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { ManualClock, Rule } from '../../src/index';
 import { RedisRateLimiter, type RedisRateLimiterOptions } from '../../src/redis';
-import { ioredisClient, redisPort, uniquePrefix } from './helpers/clients';
+import { useIoredis, redisPort, uniquePrefix } from './helpers/clients';
 import { countingClient } from './helpers/counting-client';
 
 describe.skipIf(!redisPort)('the refusal cache answers a refused key locally until its refusal ends', () => {
-  let redis: Redis;
-  beforeAll(() => {
-    redis = ioredisClient();
-  });
-  afterAll(() => redis.disconnect());
+  const redis = useIoredis();
 
   function setup(refusalCache: NonNullable<RedisRateLimiterOptions['refusalCache']>, algorithm: RedisRateLimiterOptions['algorithm'] = 'token-bucket') {
     const clock = new ManualClock(1_000_000);

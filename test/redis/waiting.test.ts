@@ -1,16 +1,11 @@
 // acquire over Redis: the waiting machinery of the keyed limiter, with Redis deciding.
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { ManualScheduler, Rule } from '../../src/index';
 import { RedisRateLimiter } from '../../src/redis';
-import { ioredisClient, redisPort, uniquePrefix } from './helpers/clients';
+import { useIoredis, redisPort, uniquePrefix } from './helpers/clients';
 
 describe.skipIf(!redisPort)('acquire over Redis', () => {
-  let redis: Redis;
-  beforeAll(() => {
-    redis = ioredisClient();
-  });
-  afterAll(() => redis.disconnect());
+  const redis = useIoredis();
 
   test('grants waiters first in first out, each at the exact time its permit exists (manual time)', async () => {
     const scheduler = new ManualScheduler(1_000_000);

@@ -12,7 +12,7 @@ export function uniquePrefix(name: string): string {
 }
 
 /** An ioredis client that fails fast instead of retrying for long; connection errors go to a no-op handler, as a server would do. */
-export function ioredisClient(port = redisPort, options: Pick<RedisOptions, 'enableOfflineQueue' | 'maxRetriesPerRequest'> = {}): Redis {
+export function ioredisClient(port = redisPort, options: Pick<RedisOptions, 'enableOfflineQueue' | 'maxRetriesPerRequest' | 'lazyConnect'> = {}): Redis {
   const client = new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 1, ...options });
   client.on('error', () => {});
   return client;
@@ -27,6 +27,16 @@ export async function nodeRedisClient(port = redisPort, options: { disableOfflin
 }
 
 export type NodeRedis = Awaited<ReturnType<typeof nodeRedisClient>>;
+
+/**
+ * An ioredis client for the enclosing describe block, disconnected after it. It connects on its
+ * first command, so a block skipped for want of a redis-server opens nothing.
+ */
+export function useIoredis(): Redis {
+  const client = ioredisClient(redisPort, { lazyConnect: true });
+  afterAll(() => client.disconnect());
+  return client;
+}
 
 /**
  * Opens one ioredis and one node-redis client for the enclosing describe block and closes them
