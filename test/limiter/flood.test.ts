@@ -1,5 +1,6 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket } from '../../src/index';
 
@@ -78,4 +79,30 @@ describe('a flood of a million unique keys', () => {
     expect(refused).toBeLessThan(KEYS / 100);
     expect(heapAfterGc() - heapBefore).toBeLessThan(32 * 2 ** 20);
   });
+});
+
+describe('an unbounded table under a steady flood of new keys', () => {
+  // The README's memory claim: idle keys are reclaimed as new keys arrive (two entries examined per
+  // new key), so the table never holds more than twice its active keys. With one entry per new key
+  // it grew past 4x and kept growing.
+  test.prop([fc.integer({ min: 1, max: 40 }), fc.integer({ min: 10, max: 2000 })], { numRuns: 40 })(
+    'holds at most twice the keys that are active, however fast they come and however long they stay active',
+    (rate, activeMs) => {
+      const perMs = Math.max(1, Math.min(rate, Math.floor(10_000 / activeMs))); // up to 10 000 active keys
+      const clock = new ManualClock(1_764_000_000_000);
+      const rule = new Rule(1, activeMs); // one permit a key: active for exactly activeMs after it
+      const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(rule), clock });
+      let next = 0;
+      let admitted = 0;
+      let worst = 0;
+      for (let ms = 1; ms <= 6 * activeMs; ms++) {
+        for (let i = 0; i < perMs; i++) if (limiter.tryAcquire(`flood-${next++}`).allowed) admitted++;
+        const active = perMs * Math.min(ms, activeMs); // the keys that arrived in the last activeMs
+        worst = Math.max(worst, limiter.size / active);
+        clock.advance(1);
+      }
+      expect(admitted).toBe(next);
+      expect(worst).toBeLessThanOrEqual(2);
+    },
+  );
 });
