@@ -263,6 +263,7 @@ function targets(results: BenchResults): Target[] {
   const redisTb = results.redis.samples[ratekeeperRedisName('token-bucket')];
   const redisRatio = ratioMedian(redisTb, redisFloor);
   check('Redis ≥ 0.9× EVALSHA floor (token bucket)', redisRatio, (v) => v >= 0.9, `${formatRatio(redisRatio)} (RLF ${formatRatio(ratioMedian(results.redis.samples[RLF_REDIS], redisFloor))})`);
+  check('Redis stretch: batched ≥ 1.5× EVALSHA floor (token bucket)', redisRatio, (v) => v >= 1.5, formatRatio(redisRatio));
   return list;
 }
 

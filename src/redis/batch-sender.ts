@@ -46,10 +46,13 @@ export class BatchSender {
     const { client, plan, ruleArgs, callerClock, timeouts } = this.#options;
     const keys: string[] = [];
     const args = ruleArgs.slice();
+    // Permits that are all 1 are left out when the server's clock decides (see batchScript).
+    let leaveOut = !callerClock;
     for (const call of calls) {
       keys.push(call.redisKey);
-      args.push(String(call.permits));
+      if (call.permits !== 1) leaveOut = false;
     }
+    if (!leaveOut) for (const call of calls) args.push(String(call.permits));
     if (callerClock) for (const call of calls) args.push(String(call.now));
     const deadline = timeouts.start((error) => this.#fail(calls, error));
     runScript(

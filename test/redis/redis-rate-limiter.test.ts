@@ -1,5 +1,5 @@
 // src/redis/redis-rate-limiter.ts: options, client shapes, key layout and expiry, server clock, NOSCRIPT, script digests.
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type Decision, ManualClock, Rule } from '../../src/index';
 import { type RedisClientLike, RedisRateLimiter, type RedisRateLimiterOptions } from '../../src/redis';
@@ -81,17 +81,83 @@ describe.skipIf(!redisPort)('RedisRateLimiter', () => {
     ]);
   });
 
+  test('an ACL user allowed only what docs/redis.md lists runs every algorithm, batched and alone', async () => {
+    const prefix = uniquePrefix('acl');
+    const user = `ratekeeper-acl-${process.pid}-${Math.random().toString(36).slice(2)}`;
+    const commands = ['evalsha', 'eval', 'get', 'set', 'setrange', 'pexpire', 'time', 'zadd', 'zcard', 'zcount', 'zrange', 'zremrangebyrank'];
+    await redis.acl('SETUSER', user, 'reset', 'on', '>secret', `~${prefix}*`, ...commands.map((c) => `+${c}`));
+    const client = new Redis({ port: redisPort, host: '127.0.0.1', username: user, password: 'secret', enableReadyCheck: false, maxRetriesPerRequest: 1 });
+    client.on('error', () => {});
+    try {
+      for (const algorithm of algorithmNames) {
+        const limiter = new RedisRateLimiter({ client, algorithm, rule: new Rule(3, 60_000), onStoreError: 'deny', prefix });
+        const batch = await Promise.all([limiter.tryAcquire('a'), limiter.tryAcquire('a', 2), limiter.tryAcquire('b')]);
+        expect(batch.map(({ allowed, remaining, degraded }) => ({ allowed, remaining, degraded }))).toEqual([
+          { allowed: true, remaining: 2, degraded: undefined },
+          { allowed: true, remaining: 0, degraded: undefined },
+          { allowed: true, remaining: 2, degraded: undefined },
+        ]);
+        expect(await limiter.tryAcquire('a')).toMatchObject({ allowed: false, remaining: 0 });
+        expect((await limiter.tryAcquire('a')).degraded).toBeUndefined();
+      }
+    } finally {
+      client.disconnect();
+      await redis.acl('DELUSER', user);
+    }
+  });
+
   describe('keys and expiry', () => {
-    test.each(algorithmNames)('%s: one key named prefix + algorithm + rule + key, expiring when the key goes idle', async (algorithm) => {
+    /** How much longer than its bucket takes to fill a bucket's key may live (src/redis/lua/token-bucket.ts). */
+    const slackOf = (algorithm: string, rule: Rule) => (algorithm.endsWith('-bucket') ? Math.floor(Math.min(rule.windowMs / 4, 60_000)) : 0);
+
+    /** Grants `grants` requests, `pauseMs` apart, checking after each that the key lives until it is idle, and not much longer. */
+    async function expectExpiryToKeepUp(limiter: RedisRateLimiter, key: string, grants: number, slack: number, pauseMs = 0): Promise<void> {
+      for (let i = 0; i < grants; i++) {
+        if (pauseMs > 0) await sleep(pauseMs);
+        const began = performance.now();
+        const decision = await limiter.tryAcquire('k');
+        const ttl = await redis.pttl(key);
+        const elapsed = Math.ceil(performance.now() - began);
+        expect(decision.allowed).toBe(true);
+        expect(ttl).toBeGreaterThanOrEqual(decision.resetAfterMs - elapsed - 1);
+        expect(ttl).toBeLessThanOrEqual(decision.resetAfterMs + slack);
+      }
+    }
+
+    test.each(algorithmNames)('%s: one key named prefix + algorithm + rule + key, expiring once the key is idle', async (algorithm) => {
       const prefix = uniquePrefix('layout');
-      const limiter = new RedisRateLimiter({ client: redis, algorithm, rule: new Rule(3, 60_000), onStoreError: 'deny', prefix });
+      const rule = new Rule(3, 60_000);
+      const limiter = new RedisRateLimiter({ client: redis, algorithm, rule, onStoreError: 'deny', prefix });
       const { resetAfterMs } = await limiter.tryAcquire('user:1', 2);
       const keys = await redis.keys(`${prefix}*`);
       expect(keys).toEqual([`${prefix}${algorithm}:3/60000:user:1`]);
       expect(await redis.type(keys[0]!)).toBe(algorithm === 'sliding-window-log' ? 'zset' : 'string');
       const ttl = await redis.pttl(keys[0]!);
-      expect(ttl).toBeLessThanOrEqual(resetAfterMs);
+      expect(ttl).toBeLessThanOrEqual(resetAfterMs + slackOf(algorithm, rule));
       expect(ttl).toBeGreaterThan(resetAfterMs - 100);
+    });
+
+    test.each(algorithmNames)('%s: through many grants the key outlives every resetAfterMs, a bucket by at most a quarter window', async (algorithm) => {
+      const prefix = uniquePrefix('keeps-up');
+      const rule = new Rule(400, 40_000); // each grant moves a bucket's full time 100 ms later; its slack is 10 s
+      const limiter = new RedisRateLimiter({ client: redis, algorithm, rule, onStoreError: 'deny', prefix });
+      await expectExpiryToKeepUp(limiter, `${prefix}${algorithm}:400/40000:k`, 300, slackOf(algorithm, rule));
+    });
+
+    test.concurrent.for(algorithmNames)('%s: across window boundaries the expiry moves on with the key', async (algorithm) => {
+      const prefix = uniquePrefix('windows');
+      const rule = new Rule(100, 200);
+      const limiter = new RedisRateLimiter({ client: redis, algorithm, rule, onStoreError: 'deny', prefix });
+      await expectExpiryToKeepUp(limiter, `${prefix}${algorithm}:100/200:k`, 14, slackOf(algorithm, rule), 50); // 700 ms: 3 or 4 windows
+    });
+
+    test.each(['token-bucket', 'leaky-bucket'] as const)("%s: a bucket's expiry runs on the server's clock, even when the caller's clock stands still", async (algorithm) => {
+      const prefix = uniquePrefix('frozen');
+      const rule = new Rule(400, 400); // each grant moves the full time 1 ms later; the slack is 100 ms
+      const limiter = new RedisRateLimiter({ client: redis, algorithm, rule, onStoreError: 'deny', prefix, clock: new ManualClock(0) });
+      await limiter.tryAcquire('k');
+      await sleep(60); // more than half the slack, on the server's clock only
+      await expectExpiryToKeepUp(limiter, `${prefix}${algorithm}:400/400:k`, 100, slackOf(algorithm, rule));
     });
 
     test('limiters with different rules or algorithms under one prefix keep apart', async () => {

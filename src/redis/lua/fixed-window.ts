@@ -22,7 +22,12 @@ local function decide(key, now, permits)
   if used + permits > limit then
     return limit - used, until_next, until_next
   end
-  redis.call('SET', key, struct.pack('<dd', window, used + permits), 'PX', ms(until_next))
+  if window == stored then
+    -- The window's first grant set the expiry to its end: keep it, and overwrite in place.
+    redis.call('SETRANGE', key, 0, struct.pack('<dd', window, used + permits))
+  else
+    redis.call('SET', key, struct.pack('<dd', window, used + permits), 'PX', ms(until_next))
+  end
   return limit - used - permits, 0, until_next
 end
 `;

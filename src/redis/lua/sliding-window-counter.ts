@@ -50,7 +50,12 @@ local function decide(key, now, permits)
     return remaining, retry_after(permits, room, previous, current, elapsed), reset_after(previous, current, elapsed)
   end
   local reset = reset_after(previous, current + permits, elapsed)
-  redis.call('SET', key, struct.pack('<ddd', window, previous, current + permits), 'PX', ms(reset))
+  if window == stored then
+    -- The window's first grant set the expiry to the end of the next window: keep it, overwrite in place.
+    redis.call('SETRANGE', key, 0, struct.pack('<ddd', window, previous, current + permits))
+  else
+    redis.call('SET', key, struct.pack('<ddd', window, previous, current + permits), 'PX', ms(reset))
+  end
   return floor_div(room - permits * w, w), 0, reset
 end
 `;
