@@ -25,12 +25,12 @@ local count = #KEYS
 local time = redis.call('TIME')
 local server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local readings = #ARGV > ${ruleArgs} + count
-local ones = #ARGV == ${ruleArgs}
+local permits_left_out = #ARGV == ${ruleArgs}
 local reply = {}
 for i = 1, count do
   local now, permits = server_now, 1
   if readings then now = tonumber(ARGV[${ruleArgs} + count + i]) end
-  if not ones then permits = tonumber(ARGV[${ruleArgs} + i]) end
+  if not permits_left_out then permits = tonumber(ARGV[${ruleArgs} + i]) end
   reply[3 * i - 2], reply[3 * i - 1], reply[3 * i] = decide(KEYS[i], now, permits, server_now)
 end
 return reply
