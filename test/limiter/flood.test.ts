@@ -1,24 +1,12 @@
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket } from '../../src/index';
+import { heapAfterGc } from '../support/heap';
 
 // A million unique keys against a bounded table. Memory is read after a full garbage collection;
 // speed is the benchmark's business, not these tests'.
 
 const KEYS = 1_000_000;
-
-/** A full garbage collection, also when the test runner did not start Node with --expose-gc. */
-function collectGarbage(): void {
-  setFlagsFromString('--expose-gc');
-  (runInNewContext('gc') as () => void)();
-}
-
-function heapAfterGc(): number {
-  collectGarbage();
-  return process.memoryUsage().heapUsed;
-}
 
 describe('a flood of a million unique keys', () => {
   it('with every key still active: the table stays at maxKeys, newcomers are refused, and no active key is forgiven', () => {

@@ -1,8 +1,7 @@
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { type Decision, KeyedRateLimiter, ManualScheduler, type PeekableAlgorithm, Rule, TokenBucket } from '../../src/index';
 import { algorithms, composites } from '../support/algorithms';
+import { heapAfterGc } from '../support/heap';
 
 // What test/limiter/flood.test.ts leaves out: keys that were active before the flood began, under
 // every algorithm and composite, swept past again and again while unique keys churn through the
@@ -10,12 +9,6 @@ import { algorithms, composites } from '../support/algorithms';
 
 const FLOOD = 300_000;
 const MAX_KEYS = 25_000; // about 10 000 flood keys are active at any time; reclaiming keeps the table within 2.5× of that
-
-function heapAfterGc(): number {
-  setFlagsFromString('--expose-gc');
-  (runInNewContext('gc') as () => void)();
-  return process.memoryUsage().heapUsed;
-}
 
 describe('a flood of unique keys while other keys are active', () => {
   it('every algorithm: the active keys stay resident and refused exactly as their twins, a waiter is granted on time, and memory stays bounded', async () => {
