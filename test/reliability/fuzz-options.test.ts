@@ -3,7 +3,7 @@ import { describe, expect } from 'vitest';
 import { Composite, KeyedRateLimiter, ManualScheduler, pace, Rule, TokenBucket, WaitQueue } from '../../src/index';
 import { fastifyRateLimit, honoRateLimit, nodeRateLimit, rateLimitHeaders, withRateLimit } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
-import { expectNamedRefusal, twins, VALUES } from './support';
+import { errorOf, expectNamedRefusal, twins, VALUES } from './support';
 
 // Every options object, fuzzed: fast-check fills each option with anything (values of every type,
 // nested objects and arrays, functions returning anything, the table's bad values) and adds keys of
@@ -22,17 +22,9 @@ function optionsOf(keys: readonly string[]) {
 
 /** Runs `call`; returns the error if it threw or rejected, after checking it names one of `fields`. */
 async function outcome(call: () => unknown, fields: readonly string[]): Promise<unknown> {
-  try {
-    const result = call();
-    if (result instanceof Promise) {
-      result.catch(() => {});
-      await Promise.race([result, new Promise((resolve) => setTimeout(resolve, 0))]);
-    }
-    return undefined;
-  } catch (error) {
-    expectNamedRefusal(error, fields);
-    return error;
-  }
+  const error = await errorOf(call);
+  if (error !== undefined) expectNamedRefusal(error, fields);
+  return error;
 }
 
 const backticked = (keys: readonly string[]) => keys.map((key) => `\`${key}`);

@@ -55,36 +55,39 @@ export const optional = (accepts: (v: unknown) => boolean) => (v: unknown): bool
 export const never = (): boolean => false;
 
 /**
+ * The error `call` throws, or the promise it returns rejects with at once (before the next
+ * macrotask); undefined when neither. An accepted call may wait its turn, and is not waited for.
+ */
+export async function errorOf(call: () => unknown): Promise<unknown> {
+  try {
+    const result = call();
+    if (result instanceof Promise) {
+      result.catch(() => {});
+      await Promise.race([result, new Promise((resolve) => setTimeout(resolve, 0))]);
+    }
+    return undefined;
+  } catch (error) {
+    return error;
+  }
+}
+
+/**
  * Runs `call` and checks the outcome: when `accepted`, it must not throw (nor reject); otherwise it
  * must throw (or reject with) a TypeError or RangeError whose message starts with `ratekeeper: `
  * and names `field`. Returns the error, if any.
  */
 export async function expectOutcome(call: () => unknown, accepted: boolean, field: string | readonly string[]): Promise<unknown> {
-  let error: unknown;
-  try {
-    const result = call();
-    if (result instanceof Promise) {
-      // A refusal rejects at once; an accepted call may wait its turn, and is not waited for here.
-      result.catch(() => {});
-      await Promise.race([result, new Promise((resolve) => setTimeout(resolve, 0))]);
-    }
-  } catch (caught) {
-    error = caught;
-  }
+  const error = await errorOf(call);
   if (accepted) {
     expect(error).toBeUndefined();
     return undefined;
   }
   expect(error, `expected a refusal naming ${field}`).toBeDefined();
-  expect(error instanceof TypeError || error instanceof RangeError, String(error)).toBe(true);
-  const { message } = error as Error;
-  expect(message.startsWith('ratekeeper: '), message).toBe(true);
-  const fields = typeof field === 'string' ? [field] : field;
-  expect(fields.some((f) => message.includes(f)), `${message} names none of ${fields.join(', ')}`).toBe(true);
+  expectNamedRefusal(error, typeof field === 'string' ? [field] : field);
   return error;
 }
 
-/** The error checks of a fuzzed call: a TypeError or RangeError from ratekeeper naming one of `fields`. */
+/** The checks on a refusal: a TypeError or RangeError from ratekeeper whose message names one of `fields`. */
 export function expectNamedRefusal(error: unknown, fields: readonly string[]): void {
   expect(error instanceof TypeError || error instanceof RangeError, String(error)).toBe(true);
   const { message } = error as Error;
