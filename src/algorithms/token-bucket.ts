@@ -8,18 +8,20 @@ import type { PeekableAlgorithm } from './algorithm';
 // rate limit/windowMs reduced to perMs/perToken, one millisecond adds `perMs` units and one token is
 // `perToken` units. perSecond(4) gives 1 unit per ms and 250 units per token, so "0.4 tokens" is
 // the integer 100 and no rounding ever decides a request.
-interface Plan {
+export interface Plan {
   readonly limit: number;
   readonly perMs: number;
   readonly perToken: number;
   readonly capacity: number;
 }
 
-const planFor = sharedPerRule((rule): Plan => {
-  const { limit, windowMs } = rule;
+/** A rule in scaled units; the Redis script is given the same numbers, so both decide alike. */
+export function scaledUnits({ limit, windowMs }: Rule): Plan {
   const g = Number.isInteger(windowMs) ? gcd(limit, windowMs) : 1;
   return { limit, perMs: limit / g, perToken: windowMs / g, capacity: limit * (windowMs / g) };
-});
+}
+
+const planFor = sharedPerRule(scaledUnits);
 
 /**
  * A token bucket: holds up to `limit` tokens, refills `limit / windowMs` per ms, starts full.

@@ -1,4 +1,4 @@
-import { gcd } from '../core/exact';
+import { scaledUnits } from '../algorithms/token-bucket';
 import type { Rule } from '../core/rule';
 import { batchScript } from './lua/batch';
 import { FIXED_WINDOW } from './lua/fixed-window';
@@ -38,10 +38,10 @@ function script(algorithm: string, ruleArgs: number): LuaScript {
 
 const tokenBucket: ScriptPlan = {
   script: script(TOKEN_BUCKET, 3),
-  // The scaled units of src/algorithms/token-bucket.ts, derived the same way so the numbers match.
-  ruleArgs: ({ limit, windowMs }) => {
-    const g = Number.isInteger(windowMs) ? gcd(limit, windowMs) : 1;
-    return [String(limit / g), String(windowMs / g), String(limit * (windowMs / g))];
+  // The in-memory bucket's own scaled units, so both decide alike.
+  ruleArgs: (rule) => {
+    const { perMs, perToken, capacity } = scaledUnits(rule);
+    return [String(perMs), String(perToken), String(capacity)];
   },
 };
 
