@@ -1,3 +1,5 @@
+import { isIPv4, isIPv6 } from './ip-address';
+
 /**
  * The request header a trusted proxy writes the client's address into: `X-Forwarded-For`, or the
  * `for=` of RFC 7239 `Forwarded`.
@@ -14,78 +16,204 @@ export type ForwardedHeader = 'x-forwarded-for' | 'forwarded';
 export const FORWARDED_HEADERS: readonly ForwardedHeader[] = ['x-forwarded-for', 'forwarded'];
 
 /**
- * Picks the client's address from the chain `[...hops, peer]`, trusting the last `trustProxies`
- * entries to be our own proxies: each appends the address it received from, so the client is the
- * address the outermost trusted proxy saw. Entries further left were written by the client and could
- * be anything, so they are used only when the chain is shorter than the proxies trusted (the request
- * reached us through fewer of them), as Express's `trust proxy` does.
+ * The most characters one trusted proxy's entry may take. A real entry is well under it (an IPv6
+ * address with a port, a host name, a few parameters); the cap bounds the work a hostile header can
+ * cause to `trustProxies` × this many characters, however long the header is.
+ */
+export const MAX_ENTRY_LENGTH = 1024;
+
+/**
+ * The client's address behind `trustProxies` proxies, from the peer address and the forwarding
+ * header's value. Each trusted proxy appends the address it received from, so the client is the
+ * `trustProxies`-th entry from the right: the header is read from the right, one entry per trusted
+ * proxy, and whatever lies further left (written by the client, and possibly malformed on purpose)
+ * is never read. Reading stops early at a malformed entry, as it does at the start of a chain shorter
+ * than `trustProxies`: the client is then the last address read, the one the proxies to its right
+ * vouch for, or the peer when not even the nearest entry could be read.
  *
  * Without a peer address (a Fetch-API server that does not expose it) the nearest proxy is taken on
  * trust to be the peer.
  */
-export function pickClient(peer: string | undefined, hops: readonly string[], trustProxies: number): string | undefined {
-  if (trustProxies === 0) return peer;
-  const chain = peer === undefined ? hops : [...hops, peer];
-  return chain[Math.max(0, hops.length - trustProxies)];
-}
-
-/** The addresses a forwarding header lists, oldest first, each without port or brackets. */
-export function forwardedHops(value: string | undefined, header: ForwardedHeader): string[] {
-  if (value === undefined) return [];
-  const hops = header === 'forwarded' ? forwardedFor(value) : value.split(',').map((hop) => hop.trim());
-  return hops.filter((hop) => hop !== '').map(bareAddress);
+export function forwardedClient(peer: string | undefined, value: string | undefined, header: ForwardedHeader, trustProxies: number): string | undefined {
+  if (trustProxies === 0 || value === undefined) return peer;
+  return trustedHops(value, header, trustProxies)[0] ?? peer;
 }
 
 /**
- * The `for` value of each RFC 7239 element. Values may be quoted strings holding `,`, `;` or `\`
- * escapes, so the field is scanned rather than split. An element without `for` still counts as a hop.
+ * The addresses of the last `count` entries of a forwarding header, oldest first, each without port
+ * or brackets; fewer when the header has fewer entries or an entry read from the right is malformed
+ * (the entries left of it are not read). Empty list elements are skipped (RFC 9110 §5.6.1).
  */
-function forwardedFor(value: string): string[] {
+export function trustedHops(value: string, header: ForwardedHeader, count: number): string[] {
+  const forwarded = header === 'forwarded';
+  const floor = Math.max(0, value.length - count * (MAX_ENTRY_LENGTH + 1));
   const hops: string[] = [];
-  let pair = '';
-  let forValue: string | undefined;
-  let element = false;
+  let end = value.length;
+  while (hops.length < count && end > 0) {
+    const comma = entryStart(value, end, floor, forwarded);
+    if (comma === undefined) break;
+    const text = trimOws(value.slice(comma + 1, end));
+    end = comma;
+    if (text === '') continue;
+    const address = forwarded ? forwardedFor(text) : forwardedAddress(text);
+    if (address === undefined) break;
+    hops.push(address);
+  }
+  return hops.reverse();
+}
+
+/**
+ * The index of the comma before the entry that ends at `end` (-1 at the start of the value),
+ * scanning leftwards; undefined when the entry is longer than `MAX_ENTRY_LENGTH` or the scan would
+ * pass `floor`. In `Forwarded` (`quotes`), commas inside quoted strings are skipped and a quoted
+ * string left open is undefined too; a `"` preceded by an odd run of backslashes is a quoted-pair,
+ * as it is when read left to right.
+ */
+function entryStart(value: string, end: number, floor: number, quotes: boolean): number | undefined {
+  const stop = Math.max(floor, end - MAX_ENTRY_LENGTH - 1);
   let quoted = false;
-  const endPair = () => {
-    const eq = pair.indexOf('=');
-    if (eq !== -1 && pair.slice(0, eq).trim().toLowerCase() === 'for') forValue = unquote(pair.slice(eq + 1).trim());
-    if (pair.trim() !== '') element = true;
-    pair = '';
-  };
-  for (let i = 0; i < value.length; i++) {
+  for (let i = end - 1; i >= stop; i--) {
     const char = value[i];
-    if (quoted && char === '\\') {
-      pair += char + (value[++i] ?? '');
-      continue;
-    }
-    if (char === '"') quoted = !quoted;
-    if (quoted || (char !== ';' && char !== ',')) {
-      pair += char;
-      continue;
-    }
-    endPair();
-    if (char === ',') {
-      if (element) hops.push(forValue ?? 'unknown');
-      [forValue, element] = [undefined, false];
-    }
+    if (char === ',' && !quoted) return i;
+    if (char !== '"' || !quotes) continue;
+    let backslashes = 0;
+    while (i - 1 - backslashes >= stop && value[i - 1 - backslashes] === '\\') backslashes++;
+    if (!quoted || backslashes % 2 === 0) quoted = !quoted;
   }
-  endPair();
-  if (element) hops.push(forValue ?? 'unknown');
-  return hops;
+  return stop === 0 && !quoted && end <= MAX_ENTRY_LENGTH ? -1 : undefined;
 }
 
-function unquote(value: string): string {
-  if (value.length < 2 || !value.startsWith('"') || !value.endsWith('"')) return value;
-  return value.slice(1, -1).replace(/\\(.)/g, '$1');
+/**
+ * The node of an RFC 7239 element's `for` parameter, parsed strictly: `pair *( ";" pair )` where a
+ * pair is `token "=" ( token / quoted-string )`, no parameter twice, whitespace allowed only around
+ * `;`; undefined for anything else. An element without `for` names no client: `unknown`.
+ */
+function forwardedFor(element: string): string | undefined {
+  const seen = new Set<string>();
+  let node = 'unknown';
+  let i = 0;
+  for (;;) {
+    i = skipOws(element, i);
+    if (element[i] === ';') {
+      i++;
+      continue;
+    }
+    if (i === element.length) return node;
+    const name = token(element, i);
+    if (name === '' || element[i + name.length] !== '=') return undefined;
+    const parsed = pairValue(element, i + name.length + 1);
+    if (parsed === undefined) return undefined;
+    const lower = name.toLowerCase();
+    if (seen.has(lower)) return undefined;
+    seen.add(lower);
+    if (lower === 'for') {
+      const address = forNode(parsed.text);
+      if (address === undefined) return undefined;
+      node = address;
+    }
+    i = skipOws(element, parsed.next);
+    if (i < element.length && element[i] !== ';') return undefined;
+  }
 }
 
-/** Drops the brackets and port from `[2001:db8::1]:4711` and the port from `192.0.2.1:4711`. */
-function bareAddress(hop: string): string {
-  if (hop.startsWith('[')) {
-    const end = hop.indexOf(']');
-    return end === -1 ? hop : hop.slice(1, end);
+/** tchar of RFC 9110 §5.6.2. */
+const TCHAR = /[!#$%&'*+\-.^_`|~0-9A-Za-z]*/y;
+
+function token(text: string, start: number): string {
+  TCHAR.lastIndex = start;
+  return TCHAR.exec(text)?.[0] ?? '';
+}
+
+/** A parameter's value at `start`, `token / quoted-string`, unescaped, and the index after it. */
+function pairValue(text: string, start: number): { text: string; next: number } | undefined {
+  if (text[start] === '"') return quotedString(text, start);
+  const value = token(text, start);
+  return value === '' ? undefined : { text: value, next: start + value.length };
+}
+
+/** An RFC 9110 quoted-string starting at `start`, unescaped, and the index after it. */
+function quotedString(text: string, start: number): { text: string; next: number } | undefined {
+  let out = '';
+  for (let i = start + 1; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code === 0x22) return { text: out, next: i + 1 };
+    if (code === 0x5c) {
+      const escaped = text.charCodeAt(++i);
+      if (!(escaped === 0x09 || (escaped >= 0x20 && escaped !== 0x7f && escaped <= 0xff))) return undefined;
+      out += text[i];
+    } else if (code === 0x09 || (code >= 0x20 && code !== 0x7f && code <= 0xff)) {
+      out += text[i];
+    } else {
+      return undefined;
+    }
   }
-  const colon = hop.indexOf(':');
-  // One colon means IPv4 with a port: a bare IPv6 address has at least two.
-  return colon !== -1 && colon === hop.lastIndexOf(':') ? hop.slice(0, colon) : hop;
+  return undefined;
+}
+
+/**
+ * The address of an RFC 7239 §6 node, port dropped: `IPv4address`, `"[" IPv6address "]"` (no zone
+ * id), `unknown` (in any case, returned lowercase) or an obfuscated `_identifier`; undefined otherwise.
+ */
+function forNode(node: string): string | undefined {
+  let name = node;
+  let port: string | undefined;
+  if (node.startsWith('[')) {
+    const close = node.indexOf(']');
+    if (close === -1) return undefined;
+    name = node.slice(1, close);
+    if (!isIPv6(name) || name.includes('%')) return undefined;
+    const rest = node.slice(close + 1);
+    if (rest !== '') {
+      if (!rest.startsWith(':')) return undefined;
+      port = rest.slice(1);
+    }
+  } else {
+    const colon = node.indexOf(':');
+    if (colon !== -1) [name, port] = [node.slice(0, colon), node.slice(colon + 1)];
+    if (name.toLowerCase() === 'unknown') name = 'unknown';
+    else if (!isIPv4(name) && !OBFUSCATED.test(name)) return undefined;
+  }
+  return port === undefined || PORT.test(port) ? name : undefined;
+}
+
+/** obfnode and obfport of RFC 7239 §6.3. */
+const OBFUSCATED = /^_[A-Za-z0-9._-]+$/;
+const PORT = /^(\d{1,5}|_[A-Za-z0-9._-]+)$/;
+
+/**
+ * The address of an `X-Forwarded-For` entry, port and brackets dropped: an IP address, bracketed
+ * when it is IPv6 with a port, or `unknown`; undefined for anything else. The header has no
+ * specification; this is what proxies write.
+ */
+function forwardedAddress(entry: string): string | undefined {
+  if (entry.toLowerCase() === 'unknown') return 'unknown';
+  if (entry.startsWith('[')) {
+    const close = entry.indexOf(']');
+    const address = entry.slice(1, close);
+    const rest = entry.slice(close + 1);
+    return close !== -1 && isZonedIPv6(address) && (rest === '' || /^:\d{1,5}$/.test(rest)) ? address : undefined;
+  }
+  if (isZonedIPv6(entry)) return entry;
+  const colon = entry.indexOf(':');
+  const address = colon === -1 ? entry : entry.slice(0, colon);
+  return isIPv4(address) && (colon === -1 || /^\d{1,5}$/.test(entry.slice(colon + 1))) ? address : undefined;
+}
+
+/** An IPv6 address, with a zone id of RFC 6874's characters if any (`fe80::1%eth0`). */
+function isZonedIPv6(text: string): boolean {
+  const zone = text.indexOf('%');
+  return isIPv6(text) && (zone === -1 || /^[\w.~%-]+$/.test(text.slice(zone + 1)));
+}
+
+/** Skips optional whitespace (SP and HTAB) from `i`. */
+function skipOws(text: string, i: number): number {
+  while (text[i] === ' ' || text[i] === '\t') i++;
+  return i;
+}
+
+/** Drops leading and trailing SP and HTAB (a loop: a `[ \t]+$` regex backtracks quadratically). */
+function trimOws(text: string): string {
+  let end = text.length;
+  while (end > 0 && (text[end - 1] === ' ' || text[end - 1] === '\t')) end--;
+  return text.slice(skipOws(text, 0), end);
 }

@@ -31,6 +31,16 @@ export function addressKey(address: string): string {
   return `${formatIPv6([...groups.slice(0, 4), 0, 0, 0, 0])}/64`;
 }
 
+/** True for four decimal octets, each without leading zeros. */
+export function isIPv4(text: string): boolean {
+  return parseIPv4(text) !== undefined;
+}
+
+/** True for an IPv6 address in any RFC 4291 text form, with or without a `%zone`. */
+export function isIPv6(text: string): boolean {
+  return parseIPv6(text) !== undefined;
+}
+
 /** `::ffff:0:0/96`: the first 80 bits zero, then 16 ones. */
 function isIPv4Mapped(groups: readonly number[]): boolean {
   return groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff;

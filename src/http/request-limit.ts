@@ -2,7 +2,7 @@ import type { Decision } from '../core/decision';
 import { describe, integerIn } from '../core/validate';
 import type { AsyncRateLimiter, RateLimiter } from '../limiter/keyed-rate-limiter';
 import { assertObject, oneOf, optionalFunction, positiveNumber } from './check';
-import { FORWARDED_HEADERS, forwardedHops, pickClient, type ForwardedHeader } from './forwarded';
+import { FORWARDED_HEADERS, forwardedClient, type ForwardedHeader } from './forwarded';
 import { addressKey } from './ip-address';
 import { HEADER_FORMATS, rateLimitHeaders, retryAfterOnly, type HeaderFormat } from './rate-limit-headers';
 import { policyName } from './structured-field';
@@ -45,7 +45,8 @@ export interface RateLimitOptions<Args extends unknown[]> {
   /**
    * How many reverse proxies in front of the server to trust (0 to 16). With n > 0 the client is the
    * n-th address from the right of the forwarding header (counting the peer as the nearest proxy);
-   * with 0, forwarding headers are ignored, since any client can send them. @default 0
+   * with 0, forwarding headers are ignored, since any client can send them. The header is read from
+   * the right and never past a malformed entry: see "Who is the client?" in docs/http.md. @default 0
    */
   trustProxies?: number;
   /** The header the trusted proxies write. @default 'x-forwarded-for' */
@@ -105,7 +106,7 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
 
   const clientKey = (connection: () => Connection): string => {
     const { peer, header } = connection();
-    const client = pickClient(peer, forwardedHops(header(forwardedHeader), forwardedHeader), trustProxies);
+    const client = forwardedClient(peer, header(forwardedHeader), forwardedHeader, trustProxies);
     if (client === undefined) {
       throw new Error(
         'ratekeeper: cannot tell which client sent this request, as the server gave no peer address; ' +

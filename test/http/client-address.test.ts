@@ -2,7 +2,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { addressKey } from '../../src/http';
-import { forwardedHops, pickClient } from '../../src/http/forwarded';
+import { forwardedClient, MAX_ENTRY_LENGTH, trustedHops, type ForwardedHeader } from '../../src/http/forwarded';
 
 describe('addressKey', () => {
   it.each([
@@ -80,8 +80,6 @@ describe('addressKey', () => {
 });
 
 describe('picking the client behind trusted proxies', () => {
-  const xff = (value: string | undefined) => forwardedHops(value, 'x-forwarded-for');
-
   it.each<[string, string | undefined, string | undefined, number, string | undefined]>([
     ['no proxy trusted: the peer, whatever the header says', '203.0.113.9', '10.0.0.1', 0, '10.0.0.1'],
     ['one proxy: the address it saw', '198.51.100.1, 203.0.113.9', '10.0.0.1', 1, '203.0.113.9'],
@@ -92,18 +90,163 @@ describe('picking the client behind trusted proxies', () => {
     ['no peer known, more proxies than hops: the leftmost', '203.0.113.9', undefined, 2, '203.0.113.9'],
     ['no peer and no header: nobody', undefined, undefined, 1, undefined],
     ['no peer and nothing trusted: nobody', '203.0.113.9', undefined, 0, undefined],
+    ['the nearest entry malformed: the peer', '198.51.100.1, 203.0.113.9:x', '10.0.0.1', 1, '10.0.0.1'],
+    ['the outer entry malformed: the address the inner proxy saw', '198.51.100.1, 203.0.113.9:x, 10.0.0.2', '10.0.0.1', 2, '10.0.0.2'],
+    ['the entry left of the trusted ones malformed: never read', 'not an address, 203.0.113.9', '10.0.0.1', 1, '203.0.113.9'],
   ])('%s', (_, header, peer, trustProxies, client) => {
-    expect(pickClient(peer, xff(header), trustProxies)).toBe(client);
+    expect(forwardedClient(peer, header, 'x-forwarded-for', trustProxies)).toBe(client);
   });
 
   it.each<[string, string, string[]]>([
     ['X-Forwarded-For with spaces and ports', ' 203.0.113.1:4711 ,[2001:db8::1]:80,2001:db8::2 , ', ['203.0.113.1', '2001:db8::1', '2001:db8::2']],
+    ['X-Forwarded-For: unknown, zones, empty entries', 'UNKNOWN,, fe80::1%eth0 ,,', ['unknown', 'fe80::1%eth0']],
     ['Forwarded, RFC 7239 §7.4', 'for=192.0.2.43, for="[2001:db8:cafe::17]:4711";proto=https, for=unknown', ['192.0.2.43', '2001:db8:cafe::17', 'unknown']],
     ['Forwarded keys in any case, obfuscated ids', 'For="_gazonk";By=203.0.113.43', ['_gazonk']],
     ['Forwarded elements without for still count', 'proto=https;by=203.0.113.43, for=198.51.100.17', ['unknown', '198.51.100.17']],
-    ['Forwarded quoted commas and escapes', 'for="a,b\\"c";by=x, for="192.0.2.1:80"', ['a,b"c', '192.0.2.1']],
+    ['Forwarded quoted commas and escapes', 'x="a,b\\"c";for="192.0.2.1:80", for="19\\2.0.2.2";by=x', ['192.0.2.1', '192.0.2.2']],
   ])('reads %s', (_, value, hops) => {
     const header = value.includes('=') ? 'forwarded' : 'x-forwarded-for';
-    expect(forwardedHops(value, header)).toEqual(hops);
+    expect(trustedHops(value, header, 16)).toEqual(hops);
   });
+});
+
+describe('Forwarded, parsed strictly (RFC 7239): reading stops at the first malformed element from the right', () => {
+  // Each element sits between an address the client wrote (left) and the one the trusted proxy
+  // appended (right): a valid one is read as a hop, a malformed one ends the chain there.
+  const chain = (element: string) => trustedHops(`for=192.0.2.1, ${element}, for=198.51.100.7`, 'forwarded', 3);
+
+  it.each<[string, string]>([
+    ['for=192.0.2.43', '192.0.2.43'],
+    ['for="192.0.2.43"', '192.0.2.43'],
+    ['for="192.0.2.43:47011"', '192.0.2.43'],
+    ['for="192.0.2.43:_port"', '192.0.2.43'],
+    ['for="[2001:db8:cafe::17]"', '2001:db8:cafe::17'],
+    ['for="[2001:DB8:CAFE::17]:4711"', '2001:DB8:CAFE::17'],
+    ['for="[::ffff:192.0.2.1]"', '::ffff:192.0.2.1'],
+    ['for=_hidden', '_hidden'],
+    ['for="_hidden:_port"', '_hidden'],
+    ['for=unknown', 'unknown'],
+    ['for=UNKNOWN', 'unknown'],
+    ['for="unknown:8080"', 'unknown'],
+    ['proto=https;by=203.0.113.43', 'unknown'],
+    ['for=192.0.2.60;proto=http;by=203.0.113.43', '192.0.2.60'],
+    ['FOR=192.0.2.60;Proto=http', '192.0.2.60'],
+    ['for=192.0.2.60 ;\tproto=http', '192.0.2.60'],
+    [';for=192.0.2.60;;', '192.0.2.60'],
+    ['for="19\\2.0.2.60"', '192.0.2.60'],
+    ['x="a,b;c\\"d\\\\";for=192.0.2.60', '192.0.2.60'],
+    ['x="";for=192.0.2.60', '192.0.2.60'],
+    ['host="example.com:8080";for=192.0.2.60;ext="\xe9"', '192.0.2.60'],
+  ])('reads %j as %s', (element, address) => {
+    expect(chain(element)).toEqual(['192.0.2.1', address, '198.51.100.7']);
+  });
+
+  it.each([
+    // quoted strings
+    'for="192.0.2.60',
+    'for=192.0.2.60;x="',
+    'for="[2001:db8::1]";x="',
+    'for="192.0.2.60\\"',
+    'for="192.0.2.60"x',
+    'for="192.0.2.60""',
+    'for="192.0.2.60\x01"',
+    'for="192.0.2.60\\\x01"',
+    'for="192.0.2.60\x7f"',
+    // tokens and pairs
+    'for',
+    'for=',
+    '=192.0.2.60',
+    'for =192.0.2.60',
+    'for= 192.0.2.60',
+    'for=192.0.2.60 x',
+    'for==192.0.2.60',
+    'for=192.0.2.60=',
+    'f(r=192.0.2.60',
+    'for=192.0.2.60;x',
+    'for=192.0.2.60;x=@',
+    'for=192.0.2.60;x=a\\b',
+    // a parameter twice
+    'for=192.0.2.60;for=192.0.2.61',
+    'for=192.0.2.60;For=192.0.2.61',
+    'by=a;by=b;for=192.0.2.60',
+    // nodes
+    'for=192.0.2.60:80',
+    'for=example.com',
+    'for=01.2.3.4',
+    'for=256.1.1.1',
+    'for=1.2.3',
+    'for="2001:db8::1"',
+    'for="[2001:db8::1"',
+    'for="[2001:db8::1]80"',
+    'for="[2001:db8::1]:"',
+    'for="[fe80::1%eth0]"',
+    'for="[192.0.2.60]"',
+    'for="[v1.x]"',
+    'for="192.0.2.60:"',
+    'for="192.0.2.60:123456"',
+    'for="192.0.2.60:80:80"',
+    'for="192.0.2.60:-1"',
+    'for=_',
+    'for="_a b"',
+    'for="_a:"',
+    'for=unknown_',
+    // too long
+    `for=192.0.2.60;x=${'a'.repeat(MAX_ENTRY_LENGTH)}`,
+  ])('stops at %j', (element) => {
+    expect(chain(element)).toEqual(['198.51.100.7']);
+  });
+
+  it('takes an entry of MAX_ENTRY_LENGTH characters, not one more, wherever it stands', () => {
+    const entry = (length: number) => `for=192.0.2.60;x=${'a'.repeat(length - 'for=192.0.2.60;x='.length)}`;
+    expect(trustedHops(entry(MAX_ENTRY_LENGTH), 'forwarded', 1)).toEqual(['192.0.2.60']);
+    expect(trustedHops(`x,${entry(MAX_ENTRY_LENGTH)}`, 'forwarded', 1)).toEqual(['192.0.2.60']);
+    expect(trustedHops(entry(MAX_ENTRY_LENGTH + 1), 'forwarded', 1)).toEqual([]);
+    expect(trustedHops(`x,${entry(MAX_ENTRY_LENGTH + 1)}`, 'forwarded', 1)).toEqual([]);
+  });
+
+  it('skips empty elements, and reads no further than trustProxies entries from the right', () => {
+    expect(trustedHops(' , for=192.0.2.1,, ,for=192.0.2.2 , ', 'forwarded', 16)).toEqual(['192.0.2.1', '192.0.2.2']);
+    expect(trustedHops('for="x, for=192.0.2.1, for=192.0.2.2', 'forwarded', 2)).toEqual(['192.0.2.1', '192.0.2.2']);
+    expect(trustedHops('for="x, for=192.0.2.1, for=192.0.2.2', 'forwarded', 3)).toEqual(['192.0.2.1', '192.0.2.2']);
+  });
+
+  it('reads at most trustProxies × (MAX_ENTRY_LENGTH + 1) characters of a hostile header', () => {
+    const trusted = ', for=192.0.2.1';
+    for (const filler of [',', '"', '\\"', 'for="x', ' ']) {
+      expect(trustedHops(filler.repeat(1_000_000) + trusted, 'forwarded', 1)).toEqual(['192.0.2.1']);
+      expect(trustedHops(filler.repeat(1_000_000) + trusted, 'forwarded', 16)).toEqual(['192.0.2.1']);
+      expect(trustedHops(filler.repeat(1_000_000) + trusted.replace(', for=', ', '), 'x-forwarded-for', 16)).toEqual(['192.0.2.1']);
+    }
+  });
+
+  test.prop([fc.string(), fc.string(), fc.string({ minLength: MAX_ENTRY_LENGTH + 1, maxLength: MAX_ENTRY_LENGTH + 40 }), fc.constantFrom<ForwardedHeader>('forwarded', 'x-forwarded-for')])(
+    'what lies left of the last trustProxies × (MAX_ENTRY_LENGTH + 1) characters is never read',
+    (left, other, tail, header) => {
+      expect(trustedHops(left + tail, header, 1)).toEqual(trustedHops(other + tail, header, 1));
+    },
+  );
+});
+
+describe('X-Forwarded-For: reading stops at the first entry from the right that is no address', () => {
+  const chain = (entry: string) => trustedHops(`192.0.2.1, ${entry}, 198.51.100.7`, 'x-forwarded-for', 3);
+
+  it.each<[string, string]>([
+    ['192.0.2.60', '192.0.2.60'],
+    ['192.0.2.60:8080', '192.0.2.60'],
+    ['2001:db8::1', '2001:db8::1'],
+    ['[2001:db8::1]', '2001:db8::1'],
+    ['[2001:db8::1]:443', '2001:db8::1'],
+    ['::ffff:192.0.2.60', '::ffff:192.0.2.60'],
+    ['fe80::1%eth0', 'fe80::1%eth0'],
+    ['Unknown', 'unknown'],
+  ])('reads %j as %s', (entry, address) => {
+    expect(chain(entry)).toEqual(['192.0.2.1', address, '198.51.100.7']);
+  });
+
+  it.each(['example.com', '01.2.3.4', '192.0.2.60:', '192.0.2.60:http', '192.0.2.60:123456', '[2001:db8::1', '[2001:db8::1]x', '[192.0.2.60]', '192.0.2.60 192.0.2.61', '"192.0.2.60"', 'for=192.0.2.60', '_hidden', 'fe80::1%', 'fe80::1%eth 0', '[fe80::1%"]', 'a'.repeat(MAX_ENTRY_LENGTH + 1)])(
+    'stops at %j',
+    (entry) => {
+      expect(chain(entry)).toEqual(['198.51.100.7']);
+    },
+  );
 });

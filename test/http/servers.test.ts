@@ -59,6 +59,20 @@ describe.each(ADAPTERS)('%s', (adapter) => {
     expect(limitFields(await from('2001:db8:0:2::a')).ratelimit).toBe('"api";r=2;t=20');
   });
 
+  // The loopback peer plays the proxy: after whatever the client sent, it appends `, for=<the address
+  // it received from>` (here 203.0.113.7), so with trustProxies: 1 that address is the client's key.
+  it.each<[string, (i: number) => string]>([
+    ['a quote left open', (i) => `for="x${i}`],
+    ["a quote opened after a victim's address", () => 'for=198.51.100.1;x="'],
+    ['a quoted IPv6 address of a new /64 each time', (i) => `for="[2001:db8:${i}::1]";x="`],
+  ])('Forwarded behind one proxy, %s: the key is still the address the proxy saw', async (_, forged) => {
+    const get = await serve({ limiter: threePerMinute(), ...policy, trustProxies: 1, forwardedHeader: 'forwarded' });
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await get('/', { forwarded: `${forged(i)}, for=203.0.113.7` })).status);
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    expect(limitFields(await get('/', { forwarded: 'for=198.51.100.1' })).ratelimit).toBe('"api";r=2;t=20');
+  });
+
   it('ignores X-Forwarded-For unless proxies are trusted, since any client can send it', async () => {
     const get = await serve({ limiter: threePerMinute(), ...policy });
     for (const address of ['203.0.113.1', '203.0.113.2', '203.0.113.3']) {
