@@ -1,20 +1,34 @@
 import { describe } from '../core/validate';
 
 /**
- * The rate-limit key for a client address: an IPv4 address as is, an IPv4-mapped IPv6 address
- * (`::ffff:192.0.2.1`, which a dual-stack socket reports for IPv4 clients) as the IPv4 address it
- * carries, and any other IPv6 address as its /64 prefix in canonical form (RFC 5952), zone id
- * dropped. Anything that is not an IP address (a Unix socket path, a proxy's `unknown`) is returned
- * unchanged.
+ * The rate-limit key for a client address: an IPv4 address as is; an IPv6 address that carries an
+ * IPv4 address (see below) as that IPv4 address; any other IPv6 address as its /64 prefix in
+ * canonical form (RFC 5952), zone id dropped. Anything that is not an IP address (a Unix socket path,
+ * a proxy's `unknown`) is returned unchanged.
  *
  * Why /64: an IPv6 subscriber is normally given a whole /64 and can pick any of its 2^64 addresses,
  * so a limit per address would be no limit at all.
+ *
+ * Keyed by the IPv4 address they carry, so that each IPv4 client behind a translator or tunnel has
+ * its own limit, shared with its plain IPv4 address:
+ * - IPv4-mapped `::ffff:0:0/96` (a dual-stack socket's IPv4 clients), IPv4-translated
+ *   `::ffff:0:0:0/96` (SIIT, RFC 2765) and IPv4-compatible `::/96` (RFC 4291; `::` and `::1` are
+ *   the unspecified and loopback addresses, not IPv4 ones): the last 32 bits;
+ * - NAT64's well-known prefix `64:ff9b::/96` (RFC 6052): the last 32 bits;
+ * - 6to4 `2002::/16` (RFC 3056): bits 16 to 47, the IPv4 address of the site's whole /48;
+ * - Teredo `2001::/32` (RFC 4380): the client's public IPv4 address, the last 32 bits inverted.
+ * A reply to such an address travels to that IPv4 address, so a client can only complete a
+ * connection from one it holds. Operator-chosen NAT64 prefixes (`64:ff9b:1::/48` and others) are
+ * not recognized, since their format depends on a prefix length only the operator knows: pass your
+ * own `key` there.
  *
  * @example
  * ```ts
  * import { addressKey } from 'ratekeeper/http';
  * addressKey('203.0.113.7'); // '203.0.113.7'
  * addressKey('::ffff:203.0.113.7'); // '203.0.113.7'
+ * addressKey('64:ff9b::cb00:7107'); // '203.0.113.7'
+ * addressKey('2002:cb00:7107:1::5'); // '203.0.113.7'
  * addressKey('2001:DB8:0:1:aaaa::1%eth0'); // '2001:db8:0:1::/64'
  * ```
  */
@@ -24,10 +38,8 @@ export function addressKey(address: string): string {
   if (ipv4 !== undefined) return ipv4.join('.');
   const groups = parseIPv6(address);
   if (groups === undefined) return address;
-  if (isIPv4Mapped(groups)) {
-    const [high = 0, low = 0] = groups.slice(6);
-    return [high >> 8, high & 0xff, low >> 8, low & 0xff].join('.');
-  }
+  const embedded = embeddedIPv4(groups);
+  if (embedded !== undefined) return [embedded >>> 24, (embedded >>> 16) & 0xff, (embedded >>> 8) & 0xff, embedded & 0xff].join('.');
   return `${formatIPv6([...groups.slice(0, 4), 0, 0, 0, 0])}/64`;
 }
 
@@ -41,9 +53,17 @@ export function isIPv6(text: string): boolean {
   return parseIPv6(text) !== undefined;
 }
 
-/** `::ffff:0:0/96`: the first 80 bits zero, then 16 ones. */
-function isIPv4Mapped(groups: readonly number[]): boolean {
-  return groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff;
+/** The IPv4 address (as a 32-bit number) that an IPv6 address carries, by the forms `addressKey` lists. */
+function embeddedIPv4(groups: readonly number[]): number | undefined {
+  const [g0 = 0, g1 = 0, g2 = 0, g3 = 0, g4 = 0, g5 = 0, g6 = 0, g7 = 0] = groups;
+  const last32 = ((g6 << 16) | g7) >>> 0;
+  if (g0 === 0x2002) return ((g1 << 16) | g2) >>> 0;
+  if (g0 === 0x2001 && g1 === 0) return ~last32 >>> 0;
+  const middle = g2 === 0 && g3 === 0;
+  if (g0 === 0x64 && g1 === 0xff9b && middle && g4 === 0 && g5 === 0) return last32;
+  if (g0 !== 0 || g1 !== 0 || !middle) return undefined;
+  if ((g4 === 0 && g5 === 0xffff) || (g4 === 0xffff && g5 === 0)) return last32;
+  return g4 === 0 && g5 === 0 && last32 > 1 ? last32 : undefined;
 }
 
 /** Four decimal octets without leading zeros, which some parsers would read as octal. */

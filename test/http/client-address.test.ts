@@ -1,4 +1,4 @@
-// src/http/ip-address.ts (addressKey: IPv6 /64, IPv4-mapped addresses) and src/http/forwarded.ts.
+// src/http/ip-address.ts (addressKey: IPv6 /64, embedded IPv4 addresses) and src/http/forwarded.ts.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { addressKey } from '../../src/http';
@@ -24,8 +24,24 @@ describe('addressKey', () => {
     ['1:0:0:4:5:6:7:8', '1:0:0:4::/64'],
     ['0:0:1:0:5:6:7:8', '0:0:1::/64'],
     ['2001:db8::192.0.2.1', '2001:db8::/64'],
-    ['::192.0.2.1', '::/64'],
-    ['64:ff9b::198.51.100.7', '64:ff9b::/64'],
+    ['::192.0.2.1', '192.0.2.1'],
+    ['::0.0.0.2', '0.0.0.2'],
+    ['::0.0.0.1', '::/64'],
+    ['::1:0:0:1', '::/64'],
+    ['::ffff:0:192.0.2.1', '192.0.2.1'],
+    ['::FFFF:0:C000:201%eth0', '192.0.2.1'],
+    ['::ffff:1:192.0.2.1', '::/64'],
+    ['::fffe:192.0.2.1', '::/64'],
+    ['64:ff9b::198.51.100.7', '198.51.100.7'],
+    ['0064:FF9B:0000:0000:0000:0000:C633:6407', '198.51.100.7'],
+    ['64:ff9b::1:198.51.100.7', '64:ff9b::/64'],
+    ['64:ff9b:1::198.51.100.7', '64:ff9b:1::/64'],
+    ['2002:c633:6407::', '198.51.100.7'],
+    ['2002:C633:6407:ffff:1:2:3:4', '198.51.100.7'],
+    ['2002::1', '0.0.0.0'],
+    ['2001:0:4136:e378:8000:63bf:3fff:fdd2', '192.0.2.45'],
+    ['2001:0:1:2:3:4:ffff:ffff', '0.0.0.0'],
+    ['2001:1::1', '2001:1::/64'],
   ])('%s is limited as %s', (address, key) => {
     expect(addressKey(address)).toBe(key);
   });
@@ -57,7 +73,10 @@ describe('addressKey', () => {
   const fullForm = (g: number[]) => g.map((x) => x.toString(16).padStart(4, '0').toUpperCase()).join(':');
   /** The WHATWG URL parser canonicalizes IPv6 the RFC 5952 way: an independent oracle. */
   const canonical = (g: number[]) => new URL(`http://[${g.map((x) => x.toString(16)).join(':')}]`).hostname.slice(1, -1);
-  const notMapped = groups.filter((g) => !(g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff));
+  /** Outside the prefixes that carry an IPv4 address: ::/80, 64:ff9b::/96, 2002::/16 and 2001::/32. */
+  const notMapped = groups.filter(
+    (g) => !(g.slice(0, 5).every((x) => x === 0) || (g[0] === 0x64 && g[1] === 0xff9b) || g[0] === 0x2002 || (g[0] === 0x2001 && g[1] === 0)),
+  );
 
   test.prop([notMapped, fc.array(fc.integer({ min: 0, max: 0xffff }), { minLength: 4, maxLength: 4 })])(
     'every address of a /64 gets the key of the /64, in canonical form',
@@ -69,10 +88,38 @@ describe('addressKey', () => {
     },
   );
 
-  test.prop([fc.ipV4()])('an IPv4-mapped address is its IPv4 address', (ipv4) => {
-    expect(addressKey(`::ffff:${ipv4}`)).toBe(ipv4);
-    expect(addressKey(ipv4)).toBe(ipv4);
-  });
+  const octets = fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.nat(255));
+  const hex16 = (high: number, low: number) => ((high << 8) | low).toString(16);
+  const noise = fc.array(fc.integer({ min: 0, max: 0xffff }), { minLength: 5, maxLength: 5 });
+  /** Writes eight groups in any of the text forms a parser must take: full, compressed, uppercase, zone. */
+  const textForm = fc.constantFrom(
+    (g: number[]) => fullForm(g),
+    (g: number[]) => canonical(g),
+    (g: number[]) => canonical(g).toUpperCase(),
+    (g: number[]) => `${canonical(g)}%eth0`,
+    (g: number[]) => g.map((x) => x.toString(16)).join(':'),
+  );
+
+  test.prop([octets, noise, textForm])(
+    'an address that carries an IPv4 address is keyed as that IPv4 address, in every text form',
+    ([a, b, c, d], [n0 = 0, n1 = 0, n2 = 0, n3 = 0, n4 = 0], write) => {
+      const ipv4 = `${a}.${b}.${c}.${d}`;
+      const [hi, lo] = [(a << 8) | b, (c << 8) | d];
+      const forms = [
+        [0, 0, 0, 0, 0, 0xffff, hi, lo], // IPv4-mapped
+        [0, 0, 0, 0, 0xffff, 0, hi, lo], // IPv4-translated (SIIT)
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo], // NAT64 well-known prefix
+        [0x2002, hi, lo, n0, n1, n2, n3, n4], // 6to4: any subnet and host of the site's /48
+        [0x2001, 0, n0, n1, n2, n3, hi ^ 0xffff, lo ^ 0xffff], // Teredo: any server, flags and port
+      ];
+      if (hi !== 0 || lo > 1) forms.push([0, 0, 0, 0, 0, 0, hi, lo]); // IPv4-compatible, but not :: or ::1
+      for (const g of forms) expect(addressKey(write(g))).toBe(ipv4);
+      expect(addressKey(`::ffff:${ipv4}`)).toBe(ipv4);
+      expect(addressKey(`64:ff9b::${ipv4}`)).toBe(ipv4);
+      expect(addressKey(`2002:${hex16(a, b)}:${hex16(c, d)}::1`)).toBe(ipv4);
+      expect(addressKey(ipv4)).toBe(ipv4);
+    },
+  );
 
   test.prop([fc.oneof(fc.ipV4(), fc.ipV6(), fc.string())])('a key is its own key', (text) => {
     expect(addressKey(addressKey(text))).toBe(addressKey(text));
