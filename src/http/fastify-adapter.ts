@@ -5,6 +5,7 @@ import { incomingConnection, requestLimit, type RateLimitOptions } from './reque
 
 /** The part of Fastify's request the hook uses, so that fastify is never imported. */
 export interface FastifyRequestLike {
+  readonly method?: string | undefined;
   readonly raw: { readonly socket: { readonly remoteAddress?: string | undefined } };
   readonly headers: Record<string, string | string[] | undefined>;
 }
@@ -67,7 +68,7 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
   const { onRejected } = options;
 
   return async (request, reply) => {
-    const verdict = await limit.check(() => incomingConnection(request.raw.socket.remoteAddress, request.headers), request);
+    const verdict = await limit.check(incomingConnection(request.method, () => request.raw.socket.remoteAddress, request.headers), request);
     if (verdict === undefined) return undefined;
     const { decision, headers } = verdict;
     for (const [name, value] of Object.entries(headers)) reply.header(name, value);

@@ -61,11 +61,14 @@ export function withRateLimit<Args extends unknown[]>(
   const { clientAddress, onRejected } = options;
 
   return async (request, ...args) => {
-    const connection = () => ({
-      peer: clientAddress === undefined ? runtimePeer(args[0], request) : clientAddress(request, ...args),
-      header: (name: string) => request.headers.get(name) ?? undefined,
-    });
-    const verdict = await limit.check(connection, request);
+    const verdict = await limit.check(
+      {
+        method: request.method,
+        header: (name) => request.headers.get(name) ?? undefined,
+        peer: () => (clientAddress === undefined ? runtimePeer(args[0], request) : clientAddress(request, ...args)),
+      },
+      request,
+    );
     if (verdict === undefined) return handler(request, ...args);
     const { decision, headers } = verdict;
     if (decision.allowed) return withHeaders(await handler(request, ...args), headers);

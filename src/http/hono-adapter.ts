@@ -74,11 +74,14 @@ export function honoRateLimit<C extends HonoContextLike = HonoContextLike>(
   const { clientAddress, onRejected } = options;
 
   return async (c, next) => {
-    const connection = () => ({
-      peer: clientAddress === undefined ? runtimePeer(c.env, c.req.raw) : clientAddress(c),
-      header: (name: string) => c.req.raw.headers.get(name) ?? undefined,
-    });
-    const verdict = await limit.check(connection, c);
+    const verdict = await limit.check(
+      {
+        method: c.req.raw.method,
+        header: (name) => c.req.raw.headers.get(name) ?? undefined,
+        peer: () => (clientAddress === undefined ? runtimePeer(c.env, c.req.raw) : clientAddress(c)),
+      },
+      c,
+    );
     if (verdict === undefined) {
       await next();
       return undefined;

@@ -8,6 +8,7 @@ import { incomingConnection, requestLimit, type RateLimitOptions } from './reque
  * that `ratekeeper/http` type-checks in projects without `@types/node` (Workers, Deno).
  */
 export interface NodeRequestLike {
+  readonly method?: string | undefined;
   readonly socket: { readonly remoteAddress?: string | undefined };
   readonly headers: Record<string, string | string[] | undefined>;
 }
@@ -69,7 +70,7 @@ export function nodeRateLimit<Req extends NodeRequestLike = NodeRequestLike, Res
 
   /** Resolves true when the request may go on; the response is ended otherwise. */
   const admit = async (req: Req, res: Res): Promise<boolean> => {
-    const verdict = await limit.check(() => incomingConnection(req.socket.remoteAddress, req.headers), req);
+    const verdict = await limit.check(incomingConnection(req.method, () => req.socket.remoteAddress, req.headers), req);
     if (verdict === undefined) return true;
     const { decision, headers } = verdict;
     if (!res.headersSent) for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);

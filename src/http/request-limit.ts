@@ -51,23 +51,41 @@ export interface RateLimitOptions<Args extends unknown[]> {
   trustProxies?: number;
   /** The header the trusted proxies write. @default 'x-forwarded-for' */
   forwardedHeader?: ForwardedHeader;
+  /**
+   * Counts CORS preflights (`OPTIONS` with an `Access-Control-Request-Method` header) like any other
+   * request. By default a preflight is neither counted nor given headers, as if `skip` said so: a
+   * browser sends one before its real request, and a refused preflight, answered without the CORS
+   * headers, shows up in the page as a CORS error instead of a 429. @default false
+   */
+  countPreflight?: boolean | undefined;
 }
 
-/** What an adapter can tell about a request's connection, read only when the default key is used. */
+/** What an adapter can tell about a request: method, headers, and the peer address (read only for the default key). */
 export interface Connection {
-  readonly peer: string | undefined;
+  readonly method: string | undefined;
   header(name: string): string | undefined;
+  peer(): string | undefined;
 }
 
 /** A connection over Node-style headers: lowercase names, a repeated header as an array or joined. */
-export function incomingConnection(peer: string | undefined, headers: Record<string, string | string[] | undefined>): Connection {
+export function incomingConnection(
+  method: string | undefined,
+  peer: () => string | undefined,
+  headers: Record<string, string | string[] | undefined>,
+): Connection {
   return {
+    method,
     peer,
     header: (name) => {
       const value = headers[name];
       return Array.isArray(value) ? value.join(', ') : value;
     },
   };
+}
+
+/** A CORS preflight: `OPTIONS` with `Access-Control-Request-Method`, which a browser always sends in one (Fetch standard). */
+function isPreflight(connection: Connection): boolean {
+  return connection.method === 'OPTIONS' && connection.header('access-control-request-method') !== undefined;
 }
 
 /** The outcome for a request that was counted. */
@@ -81,17 +99,17 @@ export interface RequestLimit<Args extends unknown[]> {
   /** The policy name, for the refusal body. */
   readonly name: string;
   /**
-   * Decides a request, reading `connection` only for the default key; undefined when `skip` said so.
-   * Rejects when a callback or the limiter fails.
+   * Decides a request, reading the peer only for the default key; undefined for a request not counted
+   * (an uncounted preflight, or `skip` said so). Rejects when a callback or the limiter fails.
    */
-  check(connection: () => Connection, ...args: Args): Promise<Verdict | undefined>;
+  check(connection: Connection, ...args: Args): Promise<Verdict | undefined>;
 }
 
 /** Checks the shared options once, eagerly, and returns the per-request decision they describe. */
 export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<Args>, adapter: string): RequestLimit<Args> {
   assertObject(`${adapter} options`, options);
   const { limiter, key, cost, skip, headers = 'draft-10', name = 'default', windowMs } = options;
-  const { trustProxies = 0, forwardedHeader = 'x-forwarded-for' } = options;
+  const { trustProxies = 0, forwardedHeader = 'x-forwarded-for', countPreflight = false } = options;
   if (limiter === null || typeof limiter !== 'object' || typeof limiter.tryAcquire !== 'function') {
     throw new TypeError(`ratekeeper: \`limiter\` must be an object with a tryAcquire(key, permits) method, got ${describe(limiter)}`);
   }
@@ -103,10 +121,10 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
   if (windowMs !== undefined) positiveNumber('windowMs', windowMs);
   integerIn('trustProxies', trustProxies, 0, 16);
   oneOf('forwardedHeader', forwardedHeader, FORWARDED_HEADERS);
+  oneOf('countPreflight', countPreflight, [true, false]);
 
-  const clientKey = (connection: () => Connection): string => {
-    const { peer, header } = connection();
-    const client = forwardedClient(peer, header(forwardedHeader), forwardedHeader, trustProxies);
+  const clientKey = (connection: Connection): string => {
+    const client = forwardedClient(connection.peer(), connection.header(forwardedHeader), forwardedHeader, trustProxies);
     if (client === undefined) {
       throw new Error(
         'ratekeeper: cannot tell which client sent this request, as the server gave no peer address; ' +
@@ -121,6 +139,7 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
   return {
     name,
     async check(connection, ...args) {
+      if (!countPreflight && isPreflight(connection)) return undefined;
       if (skip !== undefined && (await skip(...args))) return undefined;
       const id = key === undefined ? clientKey(connection) : await key(...args);
       if (typeof id !== 'string') throw new TypeError(`ratekeeper: \`key\` must return a string, got ${describe(id)}`);

@@ -32,6 +32,7 @@ describe.each(ADAPTERS)('%s', (adapter, build) => {
     ['a fractional trustProxies', { limiter, trustProxies: 1.5 }, new RangeError('ratekeeper: `trustProxies` must be an integer from 0 to 16, got 1.5')],
     ['trustProxies: true', { limiter, trustProxies: true }, new TypeError('ratekeeper: `trustProxies` must be a number, got true')],
     ['an unknown forwarded header', { limiter, forwardedHeader: 'x-real-ip' }, new RangeError("ratekeeper: `forwardedHeader` must be 'x-forwarded-for' or 'forwarded', got \"x-real-ip\"")],
+    ['countPreflight: "yes"', { limiter, countPreflight: 'yes' }, new TypeError('ratekeeper: `countPreflight` must be true or false, got "yes"')],
     ['an onRejected that is no function', { limiter, onRejected: 429 }, new TypeError('ratekeeper: `onRejected` must be a function, got 429')],
   ])('refuses %s', (_, options, error) => {
     expect(() => build(options as never)).toThrow(error);

@@ -2,7 +2,7 @@
 // hono-adapter.ts and fetch-adapter.ts, all through the shared logic of src/http/request-limit.ts.
 import { afterEach, describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter } from '../../src/index';
-import { ADAPTERS, limitFields, start, type Running, type Setup } from './support/servers';
+import { ADAPTERS, CORS_HEADERS, limitFields, start, type Running, type Setup } from './support/servers';
 
 // Every adapter, behind its real framework on loopback, must answer the same requests the same way.
 // The limiter's clock is frozen, so every field value is exact: a token bucket of 3 per minute
@@ -29,7 +29,7 @@ describe.each(ADAPTERS)('%s', (adapter) => {
   });
   const serve = async (setup: Setup) => {
     server = await start(adapter, setup);
-    return (path = '/', headers: Record<string, string> = {}) => fetch(`${server?.url}${path}`, { headers });
+    return (path = '/', headers: Record<string, string> = {}, method = 'GET') => fetch(`${server?.url}${path}`, { headers, method });
   };
 
   it('allows the limit, then answers 429 with the exact fields and a problem body', async () => {
@@ -107,6 +107,37 @@ describe.each(ADAPTERS)('%s', (adapter) => {
     expect(health.status).toBe(200);
     expect(await health.text()).toBe('up');
     expect(limitFields(health)).toEqual({});
+  });
+
+  const PREFLIGHT = { origin: 'https://app.test', 'access-control-request-method': 'POST' };
+  const corsFields = (response: Response) => ({
+    'access-control-allow-origin': response.headers.get('access-control-allow-origin'),
+    'access-control-allow-methods': response.headers.get('access-control-allow-methods'),
+  });
+
+  it('lets a CORS preflight through untouched and uncounted, also once the limit is spent', async () => {
+    const request = await serve({ limiter: threePerMinute(), ...policy });
+    for (let i = 0; i < 3; i++) {
+      const preflight = await request('/', PREFLIGHT, 'OPTIONS');
+      expect([preflight.status, corsFields(preflight), limitFields(preflight)]).toEqual([204, CORS_HEADERS, {}]);
+    }
+    for (let i = 0; i < 3; i++) expect((await request()).status).toBe(200);
+    expect((await request()).status).toBe(429);
+    const preflight = await request('/', PREFLIGHT, 'OPTIONS');
+    expect([preflight.status, corsFields(preflight), limitFields(preflight)]).toEqual([204, CORS_HEADERS, {}]);
+    // Without Access-Control-Request-Method, OPTIONS is an ordinary request, counted.
+    expect((await request('/', { origin: 'https://app.test' }, 'OPTIONS')).status).toBe(429);
+  });
+
+  it('with countPreflight: true, counts a preflight like any request', async () => {
+    const request = await serve({ limiter: threePerMinute(), ...policy, countPreflight: true });
+    for (const r of [2, 1, 0]) {
+      const preflight = await request('/', PREFLIGHT, 'OPTIONS');
+      expect(preflight.status).toBe(204);
+      expect(limitFields(preflight).ratelimit).toMatch(`"api";r=${r};`);
+    }
+    expect((await request('/', PREFLIGHT, 'OPTIONS')).status).toBe(429);
+    expect((await request()).status).toBe(429);
   });
 
   it('lets a custom refusal answer, keeping the fields', async () => {

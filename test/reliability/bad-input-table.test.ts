@@ -252,6 +252,7 @@ describe('ratekeeper/http: every adapter option and every rateLimitHeaders input
     ['windowMs', optional((v) => isFiniteNumber(v) && (v as number) > 0)],
     ['trustProxies', optional(isIntegerIn(0, 16))],
     ['forwardedHeader', (v) => v === undefined],
+    ['countPreflight', optional((v) => typeof v === 'boolean')],
     ['onRejected', (v) => v === undefined],
     ['clientAddress', (v) => v === undefined, ['honoRateLimit', 'withRateLimit']],
   ];

@@ -83,7 +83,7 @@ describe('RedisRateLimiter options, fuzzed', () => {
 });
 
 describe('ratekeeper/http options, fuzzed', () => {
-  const SHARED = ['limiter', 'key', 'cost', 'skip', 'headers', 'name', 'windowMs', 'trustProxies', 'forwardedHeader', 'onRejected', 'clientAddress'];
+  const SHARED = ['limiter', 'key', 'cost', 'skip', 'headers', 'name', 'windowMs', 'trustProxies', 'forwardedHeader', 'countPreflight', 'onRejected', 'clientAddress'];
   const adapters: [string, (options: object) => unknown][] = [
     ['nodeRateLimit', (o) => nodeRateLimit(o as never)],
     ['fastifyRateLimit', (o) => fastifyRateLimit(o as never)],

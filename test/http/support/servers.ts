@@ -38,7 +38,13 @@ export interface Running {
 
 const refusalText = (decision: Decision) => `retry in ${decision.retryAfterMs} ms`;
 
-/** Starts `adapter` with GET / ("ok") and GET /health ("up"); errors answer 500 with their message. */
+/** What the app's CORS handler answers to OPTIONS /: 204 with these headers. */
+export const CORS_HEADERS = { 'access-control-allow-origin': '*', 'access-control-allow-methods': 'GET, POST' } as const;
+
+/**
+ * Starts `adapter` with GET / ("ok"), GET /health ("up") and OPTIONS / (204 with `CORS_HEADERS`,
+ * standing for a CORS handler after the limiter); errors answer 500 with their message.
+ */
 export async function start(adapter: Adapter, setup: Setup): Promise<Running> {
   return LAUNCHERS[adapter](setup);
 }
@@ -59,6 +65,7 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
     );
     app.get('/', (_req, res) => void res.send('ok'));
     app.get('/health', (_req, res) => void res.send('up'));
+    app.options('/', (_req, res) => void res.status(204).set(CORS_HEADERS).end());
     app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
       res.status(500).send(error.message);
     });
@@ -86,6 +93,7 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
     );
     app.get('/', async () => 'ok');
     app.get('/health', async () => 'up');
+    app.options('/', async (_req, reply) => reply.code(204).headers(CORS_HEADERS).send());
     app.setErrorHandler((error: Error, _req, reply) => void reply.code(500).send(error.message));
     await app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = app.server.address() as AddressInfo;
@@ -106,6 +114,7 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
     );
     app.get('/', (c) => c.text('ok'));
     app.get('/health', (c) => c.text('up'));
+    app.options('/', (c) => c.body(null, 204, CORS_HEADERS));
     app.onError((error, c) => c.text(error.message, 500));
     return listenNode(serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server);
   },
@@ -121,7 +130,10 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
         ...(skip && { skip: (request) => skip(new URL(request.url).pathname) }),
         ...(customRefusal && { onRejected: (_request, decision) => new Response(refusalText(decision), { status: 503 }) }),
       },
-      (request) => new Response(new URL(request.url).pathname === '/health' ? 'up' : 'ok'),
+      (request) =>
+        request.method === 'OPTIONS'
+          ? new Response(null, { status: 204, headers: CORS_HEADERS })
+          : new Response(new URL(request.url).pathname === '/health' ? 'up' : 'ok'),
     );
     // @hono/node-server passes `{ incoming, outgoing }` after the request, where the peer address is.
     const fetch = async (request: Request, env: unknown) => {
