@@ -2,7 +2,8 @@
 // hono-adapter.ts and fetch-adapter.ts, all through the shared logic of src/http/request-limit.ts.
 import { afterEach, describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter } from '../../src/index';
-import { ADAPTERS, CORS_HEADERS, limitFields, start, type Running, type Setup } from './support/servers';
+import type { ForwardedHeader } from '../../src/http';
+import { ADAPTERS, CORS_HEADERS, getWithLines, limitFields, start, type Running, type Setup } from './support/servers';
 
 // Every adapter, behind its real framework on loopback, must answer the same requests the same way.
 // The limiter's clock is frozen, so every field value is exact: a token bucket of 3 per minute
@@ -71,6 +72,18 @@ describe.each(ADAPTERS)('%s', (adapter) => {
     for (let i = 0; i < 4; i++) statuses.push((await get('/', { forwarded: `${forged(i)}, for=203.0.113.7` })).status);
     expect(statuses).toEqual([200, 200, 200, 429]);
     expect(limitFields(await get('/', { forwarded: 'for=198.51.100.1' })).ratelimit).toBe('"api";r=2;t=20');
+  });
+
+  it.each<[ForwardedHeader, string]>([
+    ['forwarded', 'for="x'],
+    ['x-forwarded-for', '198.51.100.'],
+  ])('%s on two header lines, the proxy adding its own: the key is still the address the proxy saw', async (forwardedHeader, forged) => {
+    const get = await serve({ limiter: threePerMinute(), ...policy, trustProxies: 1, forwardedHeader });
+    const seen = forwardedHeader === 'forwarded' ? 'for=203.0.113.7' : '203.0.113.7';
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push(await getWithLines(`${server?.url}/`, { [forwardedHeader]: [`${forged}${i}`, seen] }));
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    expect((await get('/', { [forwardedHeader]: seen.replace('7', '8') })).status).toBe(200);
   });
 
   it('ignores X-Forwarded-For unless proxies are trusted, since any client can send it', async () => {

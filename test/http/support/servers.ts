@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
+import { request, type Server } from 'node:http';
 import { serve } from '@hono/node-server';
 import express from 'express';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
@@ -163,6 +163,21 @@ async function listenNode(server: Server): Promise<Running> {
         server.close((error) => (error ? reject(error) : resolve()));
       }),
   };
+}
+
+/**
+ * Sends GET `url` through `node:http`, which writes a header given as an array as one line per
+ * value (as a proxy that adds its own line does, where `fetch` would join them); resolves with the status.
+ */
+export function getWithLines(url: string, headers: Record<string, string | string[]>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const sent = request(url, { headers }, (response) => {
+      response.resume();
+      resolve(response.statusCode ?? 0);
+    });
+    sent.on('error', reject);
+    sent.end();
+  });
 }
 
 /** The rate-limit fields of a response (names lowercased), for exact comparison. */
