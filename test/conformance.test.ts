@@ -1,6 +1,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
 import { algorithms, boundName, composites, replay, scenarioArb, worstExcess } from './support/algorithms';
+import { rangeError, typeError } from '../src/core/errors';
 
 // One suite, every algorithm: each law a user relies on, checked on random traffic.
 
@@ -127,13 +128,13 @@ describe.each([...algorithms, ...composites])('$name', ({ make, bound }) => {
       const { state, now } = replay(make, scenario);
       const before = structuredClone(state);
       expect(() => state.tryAcquire(now, permits)).toThrow(
-        new RangeError(`ratekeeper: \`permits\` must be an integer from 1 to ${scenario.rule.limit}, got ${permits}`),
+        rangeError(`ratekeeper: \`permits\` must be an integer from 1 to ${scenario.rule.limit}, got ${permits}`),
       );
       expect(() => state.tryAcquire(now, scenario.rule.limit + 1)).toThrow(RangeError);
       expect(() => state.tryAcquire(now, '1' as unknown as number)).toThrow(
-        new TypeError('ratekeeper: `permits` must be a number, got "1"'),
+        typeError('ratekeeper: `permits` must be a number, got "1"'),
       );
-      expect(() => state.tryAcquire(Number.NaN)).toThrow(new RangeError('ratekeeper: `nowMs` must be a finite number, got NaN'));
+      expect(() => state.tryAcquire(Number.NaN)).toThrow(rangeError('ratekeeper: `nowMs` must be a finite number, got NaN'));
       expect(() => state.tryAcquire(Infinity)).toThrow(RangeError);
       expect(state).toEqual(before);
     },

@@ -1,4 +1,5 @@
 import { allow, reject, type Decision } from '../core/decision';
+import { typeError } from '../core/errors';
 import { checkTime, describe } from '../core/validate';
 import type { PeekableAlgorithm } from './algorithm';
 
@@ -28,20 +29,23 @@ export class Composite implements PeekableAlgorithm {
   /** The latest time a request was granted at: an earlier reading counts as no time passing, as in every part. */
   private latest = -Infinity;
 
-  /** @param parts one or more distinct algorithm instances (any ratekeeper algorithm, composites included). */
+  /**
+   * @param parts one or more distinct algorithm instances (any ratekeeper algorithm, composites
+   * included: one is known by its `parts` array, so a Composite of the other build is flattened too).
+   */
   constructor(parts: readonly PeekableAlgorithm[]) {
     if (!Array.isArray(parts) || parts.length === 0) {
-      throw new TypeError(`ratekeeper: \`parts\` must be a non-empty array of algorithms, got ${describe(parts)}`);
+      throw typeError(`ratekeeper: \`parts\` must be a non-empty array of algorithms, got ${describe(parts)}`);
     }
     parts.forEach((part: unknown, i) => {
       const p = part as Partial<PeekableAlgorithm> | null;
       if (p === null || typeof p !== 'object' || typeof p.tryAcquire !== 'function' || typeof p.peek !== 'function' || typeof p.isIdle !== 'function') {
-        throw new TypeError(`ratekeeper: \`parts[${i}]\` must be an algorithm with tryAcquire, peek and isIdle, got ${describe(part)}`);
+        throw typeError(`ratekeeper: \`parts[${i}]\` must be an algorithm with tryAcquire, peek and isIdle, got ${describe(part)}`);
       }
     });
-    const flat = parts.flatMap((part) => (part instanceof Composite ? part.parts : [part]));
+    const flat = parts.flatMap((part) => partsOf(part) ?? [part]);
     // One state in two places would spend twice for one request.
-    if (new Set(flat).size !== flat.length) throw new TypeError('ratekeeper: `parts` holds the same algorithm twice; give each part its own instance');
+    if (new Set(flat).size !== flat.length) throw typeError('ratekeeper: `parts` holds the same algorithm twice; give each part its own instance');
     this.parts = flat;
   }
 
@@ -116,4 +120,14 @@ export class Composite implements PeekableAlgorithm {
     }
     return resetAfterMs;
   }
+}
+
+/**
+ * The parts of a composite, read by shape (a `parts` array) rather than by `instanceof`: a Composite
+ * of the other build (ESM and CommonJS in one process) is a composite too, and a keyed limiter that
+ * carries composites over does not have to bundle the class.
+ */
+export function partsOf(state: PeekableAlgorithm): readonly PeekableAlgorithm[] | undefined {
+  const { parts } = state as { parts?: unknown };
+  return Array.isArray(parts) ? (parts as PeekableAlgorithm[]) : undefined;
 }

@@ -1,3 +1,4 @@
+import { rangeError } from './errors';
 import { assertNumber, finiteNumber } from './validate';
 
 /**
@@ -61,7 +62,7 @@ export class ManualClock implements Clock {
   /** Moves time forward by `ms` (zero or more) and returns the new reading. */
   advance(ms: number): number {
     assertNumber('ms', ms);
-    if (!(ms >= 0 && ms < Infinity)) throw new RangeError(`ratekeeper: \`ms\` must be a finite number of at least 0, got ${ms}`);
+    if (!(ms >= 0 && ms < Infinity)) throw rangeError(`ratekeeper: \`ms\` must be a finite number of at least 0, got ${ms}`);
     this.#nowMs += ms;
     return this.#nowMs;
   }

@@ -1,3 +1,4 @@
+import { rangeError, typeError } from './errors';
 /** Renders any value for an error message: strings quoted and cut short, everything else as JavaScript prints it. */
 export function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
@@ -9,13 +10,13 @@ export function describe(value: unknown): string {
 
 /** Throws a `TypeError` unless `value` is a number. */
 export function assertNumber(name: string, value: unknown): asserts value is number {
-  if (typeof value !== 'number') throw new TypeError(`ratekeeper: \`${name}\` must be a number, got ${describe(value)}`);
+  if (typeof value !== 'number') throw typeError(`ratekeeper: \`${name}\` must be a number, got ${describe(value)}`);
 }
 
 /** Returns `value` if it is a finite number; throws a `TypeError` or `RangeError` naming it otherwise. */
 export function finiteNumber(name: string, value: unknown): number {
   assertNumber(name, value);
-  if (!Number.isFinite(value)) throw new RangeError(`ratekeeper: \`${name}\` must be a finite number, got ${value}`);
+  if (!Number.isFinite(value)) throw rangeError(`ratekeeper: \`${name}\` must be a finite number, got ${value}`);
   return value;
 }
 
@@ -24,7 +25,7 @@ export function integerIn(name: string, value: unknown, min: number, max: number
   assertNumber(name, value);
   if (!(Number.isInteger(value) && value >= min && value <= max)) {
     const range = max === Number.MAX_SAFE_INTEGER ? `a safe integer of at least ${min}` : `an integer from ${min} to ${max}`;
-    throw new RangeError(`ratekeeper: \`${name}\` must be ${range}, got ${value}`);
+    throw rangeError(`ratekeeper: \`${name}\` must be ${range}, got ${value}`);
   }
   return value;
 }

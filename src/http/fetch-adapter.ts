@@ -1,4 +1,5 @@
 import type { Rejected } from '../core/decision';
+import { typeError } from '../core/errors';
 import { optionalFunction } from './check';
 import { quotaExceeded } from './problem';
 import { requestLimit, type RateLimitOptions } from './request-limit';
@@ -57,7 +58,7 @@ export function withRateLimit<Args extends unknown[]>(
   const limit = requestLimit(options, 'withRateLimit');
   optionalFunction('clientAddress', options.clientAddress);
   optionalFunction('onRejected', options.onRejected);
-  if (typeof handler !== 'function') throw new TypeError('ratekeeper: `handler` must be a function returning a Response');
+  if (typeof handler !== 'function') throw typeError('ratekeeper: `handler` must be a function returning a Response');
   const { clientAddress, onRejected } = options;
 
   return async (request, ...args) => {

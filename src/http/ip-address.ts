@@ -1,3 +1,4 @@
+import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
 
 /**
@@ -33,7 +34,7 @@ import { describe } from '../core/validate';
  * ```
  */
 export function addressKey(address: string): string {
-  if (typeof address !== 'string') throw new TypeError(`ratekeeper: \`address\` must be a string, got ${describe(address)}`);
+  if (typeof address !== 'string') throw typeError(`ratekeeper: \`address\` must be a string, got ${describe(address)}`);
   const ipv4 = parseIPv4(address);
   if (ipv4 !== undefined) return ipv4.join('.');
   const groups = parseIPv6(address);

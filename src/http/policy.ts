@@ -1,4 +1,5 @@
 import type { Decision } from '../core/decision';
+import { rangeError, typeError } from '../core/errors';
 import { ceilDiv } from '../core/exact';
 import { assertNumber, describe } from '../core/validate';
 import { assertObject, positiveNumber } from './check';
@@ -18,14 +19,14 @@ export interface Policy {
 
 /** Reduces a composite limit's policies, whose names must differ so that `RateLimit` can point at one. */
 export function policiesOf(list: readonly PolicyDecision[]): Policy[] {
-  if (list.length === 0) throw new RangeError('ratekeeper: `policies` must hold at least one policy, got an empty array');
+  if (list.length === 0) throw rangeError('ratekeeper: `policies` must hold at least one policy, got an empty array');
   const seen = new Set<string>();
   return list.map((entry, i) => {
     const at = `policies[${i}].`;
     assertObject(`\`policies[${i}]\``, entry);
     const policy = policyOf(entry.decision, entry.name, entry.windowMs, at);
     if (seen.has(policy.name)) {
-      throw new RangeError(`ratekeeper: \`${at}name\` repeats ${describe(policy.name)}; each policy needs its own name`);
+      throw rangeError(`ratekeeper: \`${at}name\` repeats ${describe(policy.name)}; each policy needs its own name`);
     }
     seen.add(policy.name);
     return policy;
@@ -41,7 +42,7 @@ export function policyOf(decision: Decision, name: unknown, windowMs: unknown, a
   assertObject(`\`${at}decision\``, decision);
   const allowed: unknown = decision.allowed;
   if (typeof allowed !== 'boolean') {
-    throw new TypeError(`ratekeeper: \`${at}decision.allowed\` must be a boolean, got ${describe(allowed)}`);
+    throw typeError(`ratekeeper: \`${at}decision.allowed\` must be a boolean, got ${describe(allowed)}`);
   }
   const refused = !allowed;
   return {
@@ -61,7 +62,7 @@ export function policyOf(decision: Decision, name: unknown, windowMs: unknown, a
 /** Checks a decision field: a decision from a custom limiter must still be a finite amount of at least 0. */
 function amount(name: string, value: unknown): number {
   assertNumber(name, value);
-  if (!(value >= 0 && value < Infinity)) throw new RangeError(`ratekeeper: \`${name}\` must be a finite number of at least 0, got ${value}`);
+  if (!(value >= 0 && value < Infinity)) throw rangeError(`ratekeeper: \`${name}\` must be a finite number of at least 0, got ${value}`);
   return value;
 }
 

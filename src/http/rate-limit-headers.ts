@@ -1,4 +1,5 @@
 import type { Decision } from '../core/decision';
+import { rangeError } from '../core/errors';
 import { assertObject, oneOf } from './check';
 import { policiesOf, policyOf, tighter, type Policy } from './policy';
 import { sfString } from './structured-field';
@@ -158,7 +159,7 @@ function numberedPolicies(policies: readonly Policy[], format: HeaderFormat): Re
   if (policies.some((p) => p.window === undefined)) return {};
   const quotas = new Set(policies.map((p) => p.quota));
   if (quotas.size < policies.length) {
-    throw new RangeError(`ratekeeper: ${format} cannot list two policies with the same limit; use 'draft-10', which names them`);
+    throw rangeError(`ratekeeper: ${format} cannot list two policies with the same limit; use 'draft-10', which names them`);
   }
   return { 'RateLimit-Policy': policies.map((p) => `${p.quota};w=${p.window}`).join(', ') };
 }

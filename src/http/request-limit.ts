@@ -1,4 +1,5 @@
 import type { Decision } from '../core/decision';
+import { coded, typeError } from '../core/errors';
 import { describe, integerIn } from '../core/validate';
 import type { AsyncRateLimiter, RateLimiter } from '../limiter/keyed-rate-limiter';
 import { assertObject, oneOf, optionalFunction, positiveNumber } from './check';
@@ -111,7 +112,7 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
   const { limiter, key, cost, skip, headers = 'draft-10', name = 'default', windowMs } = options;
   const { trustProxies = 0, forwardedHeader = 'x-forwarded-for', countPreflight = false } = options;
   if (limiter === null || typeof limiter !== 'object' || typeof limiter.tryAcquire !== 'function') {
-    throw new TypeError(`ratekeeper: \`limiter\` must be an object with a tryAcquire(key, permits) method, got ${describe(limiter)}`);
+    throw typeError(`ratekeeper: \`limiter\` must be an object with a tryAcquire(key, permits) method, got ${describe(limiter)}`);
   }
   optionalFunction('key', key);
   optionalFunction('cost', cost);
@@ -126,9 +127,12 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
   const clientKey = (connection: Connection): string => {
     const client = forwardedClient(connection.peer(), connection.header(forwardedHeader), forwardedHeader, trustProxies);
     if (client === undefined) {
-      throw new Error(
-        'ratekeeper: cannot tell which client sent this request, as the server gave no peer address; ' +
-          'pass `key` or `clientAddress`, or set `trustProxies` behind a proxy',
+      throw coded(
+        new Error(
+          'ratekeeper: cannot tell which client sent this request, as the server gave no peer address; ' +
+            'pass `key` or `clientAddress`, or set `trustProxies` behind a proxy',
+        ),
+        'ERR_RATEKEEPER_NO_CLIENT_ADDRESS',
       );
     }
     return addressKey(client);
@@ -142,7 +146,7 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
       if (!countPreflight && isPreflight(connection)) return undefined;
       if (skip !== undefined && (await skip(...args))) return undefined;
       const id = key === undefined ? clientKey(connection) : await key(...args);
-      if (typeof id !== 'string') throw new TypeError(`ratekeeper: \`key\` must return a string, got ${describe(id)}`);
+      if (typeof id !== 'string') throw typeError(`ratekeeper: \`key\` must return a string, got ${describe(id)}`);
       const permits = cost === undefined ? 1 : integerIn('cost', await cost(...args), 1, Number.MAX_SAFE_INTEGER);
       const decision = await limiter.tryAcquire(id, permits);
       return { decision, headers: fields(decision) };

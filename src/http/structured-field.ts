@@ -1,3 +1,4 @@
+import { rangeError, typeError } from '../core/errors';
 import { describe } from '../core/validate';
 
 // Serialization of the few RFC 9651 (Structured Fields) types the RateLimit fields use.
@@ -23,9 +24,9 @@ export function sfString(value: string): string {
  * an sf-string can carry. Throws a `TypeError` or `RangeError` naming the option otherwise.
  */
 export function policyName(name: string, value: unknown): string {
-  if (typeof value !== 'string') throw new TypeError(`ratekeeper: \`${name}\` must be a string, got ${describe(value)}`);
+  if (typeof value !== 'string') throw typeError(`ratekeeper: \`${name}\` must be a string, got ${describe(value)}`);
   if (!SF_STRING_CHARS.test(value)) {
-    throw new RangeError(`ratekeeper: \`${name}\` must be non-empty printable ASCII (a structured-field string), got ${describe(value)}`);
+    throw rangeError(`ratekeeper: \`${name}\` must be non-empty printable ASCII (a structured-field string), got ${describe(value)}`);
   }
   return value;
 }

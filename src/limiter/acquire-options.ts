@@ -1,3 +1,4 @@
+import { rangeError, typeError } from '../core/errors';
 import { assertNumber, describe } from '../core/validate';
 
 /**
@@ -16,9 +17,9 @@ export interface AcquireOptions {
    */
   signal?: AbortSignal;
   /**
-   * The longest wait accepted, in ms. A request that would wait longer resolves with the `Rejected`
-   * decision as soon as that is known: at once when nobody is ahead of it.
-   * @default undefined (no limit)
+   * The longest wait accepted, in ms, from 0 to `Infinity`. A request that would wait longer resolves
+   * with the `Rejected` decision as soon as that is known: at once when nobody is ahead of it.
+   * @default Infinity (no limit)
    */
   maxWaitMs?: number;
 }
@@ -27,7 +28,7 @@ export interface AcquireOptions {
 export function readAcquireOptions(options: unknown): { signal: AbortSignal | undefined; maxWaitMs: number } {
   if (options === undefined) return { signal: undefined, maxWaitMs: Infinity };
   if (options === null || typeof options !== 'object') {
-    throw new TypeError(`ratekeeper: acquire options must be an object, got ${describe(options)}`);
+    throw typeError(`ratekeeper: acquire options must be an object, got ${describe(options)}`);
   }
   const { signal, maxWaitMs } = options as AcquireOptions;
   return { signal: checkSignal(signal), maxWaitMs: maxWaitMs === undefined ? Infinity : checkMaxWait(maxWaitMs) };
@@ -38,7 +39,7 @@ export function checkSignal(signal: unknown): AbortSignal | undefined {
   if (signal === undefined) return undefined;
   const s = signal as Partial<AbortSignal> | null;
   if (s === null || typeof s !== 'object' || typeof s.aborted !== 'boolean' || typeof s.addEventListener !== 'function') {
-    throw new TypeError(`ratekeeper: \`signal\` must be an AbortSignal, got ${describe(signal)}`);
+    throw typeError(`ratekeeper: \`signal\` must be an AbortSignal, got ${describe(signal)}`);
   }
   return signal as AbortSignal;
 }

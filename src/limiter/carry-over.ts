@@ -1,4 +1,5 @@
 import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
+import { partsOf } from '../algorithms/composite';
 
 /**
  * Moves what a key has used from its state under the old rule into a fresh state under the new
@@ -28,12 +29,6 @@ function spendUsed(previous: PeekableAlgorithm, next: PeekableAlgorithm, nowMs: 
   const available = probe.allowed ? probe.remaining + 1 : probe.remaining;
   const used = Math.min(probe.limit - available, next.peek(nowMs, 1).limit);
   if (used > 0) next.tryAcquire(nowMs, used);
-}
-
-/** The parts of a `Composite`, read by shape so that a limiter without composites does not bundle the class. */
-function partsOf(state: PeekableAlgorithm): readonly PeekableAlgorithm[] | undefined {
-  const { parts } = state as { parts?: unknown };
-  return Array.isArray(parts) ? (parts as PeekableAlgorithm[]) : undefined;
 }
 
 function isPeekable(state: RateLimitAlgorithm): state is PeekableAlgorithm {

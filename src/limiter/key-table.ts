@@ -1,5 +1,6 @@
 import type { RateLimitAlgorithm } from '../algorithms/algorithm';
 import { type Decision, degrade, reject } from '../core/decision';
+import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
 import { carryOver } from './carry-over';
 import { ShardedMap } from './sharded-map';
@@ -181,7 +182,7 @@ export class KeyTable {
 /** Throws a `TypeError` naming `algorithm` unless it is a function. */
 export function checkFactory(algorithm: unknown): void {
   if (typeof algorithm !== 'function') {
-    throw new TypeError(`ratekeeper: \`algorithm\` must be a function returning a fresh algorithm, got ${describe(algorithm)}`);
+    throw typeError(`ratekeeper: \`algorithm\` must be a function returning a fresh algorithm, got ${describe(algorithm)}`);
   }
 }
 

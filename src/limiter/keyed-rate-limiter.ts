@@ -1,6 +1,7 @@
 import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
 import { type Clock, systemClock } from '../core/clock';
 import type { Decision } from '../core/decision';
+import { typeError } from '../core/errors';
 import { assertNumber, describe, finiteNumber, integerIn } from '../core/validate';
 import type { AcquireOptions } from './acquire-options';
 import { checkFactory, KeyTable, tableFull } from './key-table';
@@ -61,12 +62,12 @@ export class KeyedRateLimiter implements RateLimiter {
 
   constructor(options: KeyedRateLimiterOptions) {
     if (options === null || typeof options !== 'object') {
-      throw new TypeError(`ratekeeper: KeyedRateLimiter options must be an object, got ${describe(options)}`);
+      throw typeError(`ratekeeper: KeyedRateLimiter options must be an object, got ${describe(options)}`);
     }
     const { algorithm, clock = systemClock, maxKeys = Infinity } = options;
     checkFactory(algorithm);
     if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function') {
-      throw new TypeError(`ratekeeper: \`clock\` must be an object with a now() method, got ${describe(clock)}`);
+      throw typeError(`ratekeeper: \`clock\` must be an object with a now() method, got ${describe(clock)}`);
     }
     if (maxKeys !== Infinity) integerIn('maxKeys', maxKeys, 1, Number.MAX_SAFE_INTEGER);
     this.#clock = clock;
@@ -167,7 +168,7 @@ export class KeyedRateLimiter implements RateLimiter {
   }
 
   #admit(key: string, permits: number, now: number): Decision {
-    if (typeof key !== 'string') throw new TypeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
+    if (typeof key !== 'string') throw typeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
     const carried = this.#table.carried(key);
     if (carried !== undefined) return carried.tryAcquire(now, permits);
     const state = this.#table.create(key);
@@ -186,6 +187,6 @@ export class KeyedRateLimiter implements RateLimiter {
 function checkState(state: unknown): void {
   const s = state as Partial<RateLimitAlgorithm> | null;
   if (s === null || typeof s !== 'object' || typeof s.tryAcquire !== 'function' || typeof s.isIdle !== 'function') {
-    throw new TypeError(`ratekeeper: \`algorithm\` must return an algorithm, got ${describe(state)}`);
+    throw typeError(`ratekeeper: \`algorithm\` must return an algorithm, got ${describe(state)}`);
   }
 }

@@ -1,3 +1,4 @@
+import { rangeError } from '../core/errors';
 import { assertNumber, finiteNumber } from '../core/validate';
 import type { Scheduler } from './scheduler';
 
@@ -96,6 +97,6 @@ export class ManualScheduler implements Scheduler {
 
 function stepOf(ms: number): number {
   assertNumber('ms', ms);
-  if (!(ms >= 0 && ms < Infinity)) throw new RangeError(`ratekeeper: \`ms\` must be a finite number of at least 0, got ${ms}`);
+  if (!(ms >= 0 && ms < Infinity)) throw rangeError(`ratekeeper: \`ms\` must be a finite number of at least 0, got ${ms}`);
   return ms;
 }

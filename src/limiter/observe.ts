@@ -1,4 +1,5 @@
 import type { Allowed, Decision, DegradedReason, Rejected } from '../core/decision';
+import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
 import type { AcquireOptions } from './acquire-options';
 import type { AsyncRateLimiter, RateLimiter } from './keyed-rate-limiter';
@@ -131,14 +132,14 @@ export interface ObserveOptions {
 export function observe<L extends RateLimiter | AsyncRateLimiter>(limiter: L, options: ObserveOptions): Observed<L> {
   const inner = limiter as Partial<RateLimiter & WaitingRateLimiter> | null;
   if (inner === null || typeof inner !== 'object' || typeof inner.tryAcquire !== 'function') {
-    throw new TypeError(`ratekeeper: \`limiter\` must be an object with a tryAcquire(key, permits) method, got ${describe(limiter)}`);
+    throw typeError(`ratekeeper: \`limiter\` must be an object with a tryAcquire(key, permits) method, got ${describe(limiter)}`);
   }
-  if (options === null || typeof options !== 'object') throw new TypeError(`ratekeeper: observe options must be an object, got ${describe(options)}`);
+  if (options === null || typeof options !== 'object') throw typeError(`ratekeeper: observe options must be an object, got ${describe(options)}`);
   const { onDecision, name = 'default', shadow = false, onError } = options;
-  if (typeof onDecision !== 'function') throw new TypeError(`ratekeeper: \`onDecision\` must be a function, got ${describe(onDecision)}`);
-  if (typeof name !== 'string') throw new TypeError(`ratekeeper: \`name\` must be a string, got ${describe(name)}`);
-  if (typeof shadow !== 'boolean') throw new TypeError(`ratekeeper: \`shadow\` must be a boolean, got ${describe(shadow)}`);
-  if (onError !== undefined && typeof onError !== 'function') throw new TypeError(`ratekeeper: \`onError\` must be a function, got ${describe(onError)}`);
+  if (typeof onDecision !== 'function') throw typeError(`ratekeeper: \`onDecision\` must be a function, got ${describe(onDecision)}`);
+  if (typeof name !== 'string') throw typeError(`ratekeeper: \`name\` must be a string, got ${describe(name)}`);
+  if (typeof shadow !== 'boolean') throw typeError(`ratekeeper: \`shadow\` must be a boolean, got ${describe(shadow)}`);
+  if (onError !== undefined && typeof onError !== 'function') throw typeError(`ratekeeper: \`onError\` must be a function, got ${describe(onError)}`);
 
   const report = (key: string, permits: number, decision: Decision): ObservedDecision => {
     const shadowed = shadow && !decision.allowed;

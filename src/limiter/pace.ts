@@ -1,4 +1,5 @@
 import type { Decision, Rejected } from '../core/decision';
+import { typeError } from '../core/errors';
 import { describe, integerIn } from '../core/validate';
 import { type AcquireOptions, checkMaxWait, checkSignal } from './acquire-options';
 
@@ -38,15 +39,17 @@ export interface PaceOptions<A extends unknown[]> {
  *
  * @example
  * ```ts
- * import { RateLimitedError } from 'ratekeeper';
+ * import type { RateLimitedError } from 'ratekeeper';
  * function retryHint(error: unknown): number | undefined {
- *   return error instanceof RateLimitedError ? error.decision.retryAfterMs : undefined;
+ *   const e = error as Partial<RateLimitedError> | null;
+ *   return e?.code === 'ERR_RATEKEEPER_RATE_LIMITED' ? e.decision?.retryAfterMs : undefined;
  * }
  * ```
  */
 export class RateLimitedError extends Error {
   override readonly name = 'RateLimitedError';
   /** The refusal: `retryAfterMs` says when the call could go. */
+  readonly code = 'ERR_RATEKEEPER_RATE_LIMITED';
   readonly decision: Rejected;
 
   constructor(key: string, decision: Rejected) {
@@ -72,14 +75,14 @@ export class RateLimitedError extends Error {
  * ```
  */
 export function pace<A extends unknown[], R>(fn: (...args: A) => R, options: PaceOptions<A>): (...args: A) => Promise<Awaited<R>> {
-  if (typeof fn !== 'function') throw new TypeError(`ratekeeper: \`fn\` must be a function, got ${describe(fn)}`);
-  if (options === null || typeof options !== 'object') throw new TypeError(`ratekeeper: pace options must be an object, got ${describe(options)}`);
+  if (typeof fn !== 'function') throw typeError(`ratekeeper: \`fn\` must be a function, got ${describe(fn)}`);
+  if (options === null || typeof options !== 'object') throw typeError(`ratekeeper: pace options must be an object, got ${describe(options)}`);
   const { limiter, key, permits = 1, signal, maxWaitMs } = options;
   if (limiter === null || typeof limiter !== 'object' || typeof limiter.acquire !== 'function') {
-    throw new TypeError(`ratekeeper: \`limiter\` must have an acquire() method, got ${describe(limiter)}`);
+    throw typeError(`ratekeeper: \`limiter\` must have an acquire() method, got ${describe(limiter)}`);
   }
   if (typeof key !== 'string' && typeof key !== 'function') {
-    throw new TypeError(`ratekeeper: \`key\` must be a string or a function returning one, got ${describe(key)}`);
+    throw typeError(`ratekeeper: \`key\` must be a string or a function returning one, got ${describe(key)}`);
   }
   if (typeof permits !== 'function') integerIn('permits', permits, 1, Number.MAX_SAFE_INTEGER);
   const wait: AcquireOptions = {};

@@ -1,4 +1,5 @@
 import { type Clock, systemClock } from '../core/clock';
+import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
 
 /**
@@ -46,7 +47,7 @@ export function schedulerFor(clock: Clock): Scheduler {
 export function checkScheduler(scheduler: unknown): Scheduler {
   const s = scheduler as Partial<Scheduler> | null;
   if (s === null || typeof s !== 'object' || typeof s.now !== 'function' || typeof s.setTimeout !== 'function' || typeof s.clearTimeout !== 'function') {
-    throw new TypeError(`ratekeeper: \`scheduler\` must have now(), setTimeout() and clearTimeout(), got ${describe(scheduler)}`);
+    throw typeError(`ratekeeper: \`scheduler\` must have now(), setTimeout() and clearTimeout(), got ${describe(scheduler)}`);
   }
   return scheduler as Scheduler;
 }

@@ -1,4 +1,5 @@
 import type { Decision, Rejected } from '../core/decision';
+import { typeError } from '../core/errors';
 import { describe, integerIn } from '../core/validate';
 import { type AcquireOptions, readAcquireOptions } from './acquire-options';
 import { checkScheduler, type Scheduler, systemScheduler } from './scheduler';
@@ -35,7 +36,7 @@ export class WaitQueue {
    * @param scheduler the clock and timers waits follow. @default systemScheduler
    */
   constructor(attempt: AcquireAttempt, scheduler: Scheduler = systemScheduler) {
-    if (typeof attempt !== 'function') throw new TypeError(`ratekeeper: \`attempt\` must be a function, got ${describe(attempt)}`);
+    if (typeof attempt !== 'function') throw typeError(`ratekeeper: \`attempt\` must be a function, got ${describe(attempt)}`);
     this.#attempt = attempt;
     this.#scheduler = checkScheduler(scheduler);
   }
@@ -53,7 +54,7 @@ export class WaitQueue {
   acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
     let read: ReturnType<typeof readAcquireOptions>;
     try {
-      if (typeof key !== 'string') throw new TypeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
+      if (typeof key !== 'string') throw typeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
       integerIn('permits', permits, 1, Number.MAX_SAFE_INTEGER);
       read = readAcquireOptions(options);
     } catch (error) {
@@ -199,5 +200,5 @@ function checkDecision(decision: unknown): void {
 }
 
 function decisionError(decision: unknown): TypeError {
-  return new TypeError(`ratekeeper: \`attempt\` must return a Decision, got ${describe(decision)}`);
+  return typeError(`ratekeeper: \`attempt\` must return a Decision, got ${describe(decision)}`);
 }

@@ -1,3 +1,4 @@
+import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
 import type { LuaScript } from './scripts';
 
@@ -96,7 +97,7 @@ export function toScriptClient(client: unknown): RedisScriptClient {
     };
   }
   if (typeof c.evalsha === 'function' && typeof c.eval === 'function') return client as RedisScriptClient;
-  throw new TypeError(
+  throw typeError(
     `ratekeeper: \`client\` must be an ioredis or node-redis client, or an object with evalsha(sha1, keys, args) and eval(script, keys, args), got ${describe(client)}`,
   );
 }

@@ -1,9 +1,10 @@
 import { allow, type Decision, degrade, reject } from '../core/decision';
+import { typeError } from '../core/errors';
 import { ceilDiv } from '../core/exact';
 import type { Rule } from '../core/rule';
 import { describe } from '../core/validate';
 import type { AsyncRateLimiter, RateLimiter } from '../limiter/keyed-rate-limiter';
-import { RedisTimeoutError } from './timeout';
+import type { RedisTimeoutError } from './timeout';
 
 /**
  * What to answer while Redis fails or does not answer in time:
@@ -27,7 +28,7 @@ export type StoreErrorPolicy = 'allow' | 'deny' | RateLimiter | AsyncRateLimiter
 /** Checks the policy once and returns the function that applies it to a failed call. */
 export function outagePolicy(policy: unknown, rule: Rule): (error: unknown, key: string, permits: number) => Decision | Promise<Decision> {
   const { limit, windowMs } = rule;
-  const reason = (error: unknown) => (error instanceof RedisTimeoutError ? 'store-timeout' : 'store-error');
+  const reason = (error: unknown) => ((error as Partial<RedisTimeoutError> | null)?.code === 'ERR_RATEKEEPER_STORE_TIMEOUT' ? 'store-timeout' : 'store-error');
   if (policy === 'allow') {
     return (error, _key, permits) => degrade(allow(limit, limit - permits, ceilDiv(permits * windowMs, limit)), reason(error));
   }
@@ -41,7 +42,7 @@ export function outagePolicy(policy: unknown, rule: Rule): (error: unknown, key:
       return decision instanceof Promise ? decision.then((d) => degrade(d, reason(error))) : degrade(decision, reason(error));
     };
   }
-  throw new TypeError(
+  throw typeError(
     `ratekeeper: \`onStoreError\` is required and must be 'allow', 'deny' or a RateLimiter to fall back on, got ${describe(policy)}`,
   );
 }

@@ -1,5 +1,6 @@
 import { type Clock, systemClock } from '../core/clock';
 import type { Decision } from '../core/decision';
+import { rangeError, typeError } from '../core/errors';
 import { Rule } from '../core/rule';
 import { checkPermits, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
@@ -62,32 +63,32 @@ export class RedisRateLimiter implements AsyncRateLimiter {
   /** @throws TypeError or RangeError naming the option, before anything is sent to Redis. */
   constructor(options: RedisRateLimiterOptions) {
     if (options === null || typeof options !== 'object') {
-      throw new TypeError(`ratekeeper: RedisRateLimiter options must be an object, got ${describe(options)}`);
+      throw typeError(`ratekeeper: RedisRateLimiter options must be an object, got ${describe(options)}`);
     }
     const { client, algorithm, rule, onStoreError, prefix = 'ratekeeper:', clock, timeoutMs = 500, onError, refusalCache = false, batch = true } = options;
     if (typeof algorithm !== 'string' || !Object.hasOwn(plans, algorithm)) {
-      throw new TypeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(plans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
+      throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(plans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
     this.rule = toRule(rule);
     const scriptClient = toScriptClient(client);
     const plan = plans[algorithm];
     const policy = outagePolicy(onStoreError, this.rule);
-    if (typeof prefix !== 'string') throw new TypeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
+    if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
     this.#keyPrefix = `${prefix}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
     if (clock !== undefined && (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function')) {
-      throw new TypeError(`ratekeeper: \`clock\` must be an object with a now() method, got ${describe(clock)}`);
+      throw typeError(`ratekeeper: \`clock\` must be an object with a now() method, got ${describe(clock)}`);
     }
     this.#clock = clock;
     // setTimeout cannot wait longer than 2^31 - 1 ms; it would fire at once instead.
     if (!(timeoutMs === Infinity || (Number.isInteger(timeoutMs) && timeoutMs >= 1 && timeoutMs <= 2 ** 31 - 1))) {
       const message = `\`timeoutMs\` must be an integer from 1 to 2147483647, or Infinity, got ${describe(timeoutMs)}`;
-      throw typeof timeoutMs === 'number' ? new RangeError(`ratekeeper: ${message}`) : new TypeError(`ratekeeper: ${message}`);
+      throw typeof timeoutMs === 'number' ? rangeError(`ratekeeper: ${message}`) : typeError(`ratekeeper: ${message}`);
     }
     if (onError !== undefined && typeof onError !== 'function') {
-      throw new TypeError(`ratekeeper: \`onError\` must be a function, got ${describe(onError)}`);
+      throw typeError(`ratekeeper: \`onError\` must be a function, got ${describe(onError)}`);
     }
     this.#refusals = refusalCacheFor(refusalCache);
-    if (typeof batch !== 'boolean') throw new TypeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
+    if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
     this.#send = new BatchSender({
       client: scriptClient,
       plan,
@@ -113,7 +114,7 @@ export class RedisRateLimiter implements AsyncRateLimiter {
    * @throws TypeError when `key` is not a string; RangeError when `permits` is not an integer from 1 to the limit (as a rejected promise).
    */
   tryAcquire(key: string, permits = 1): Promise<Decision> {
-    if (typeof key !== 'string') return Promise.reject(new TypeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`));
+    if (typeof key !== 'string') return Promise.reject(typeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`));
     try {
       checkPermits(permits, this.rule.limit);
     } catch (error) {
@@ -121,7 +122,7 @@ export class RedisRateLimiter implements AsyncRateLimiter {
     }
     const now = (this.#clock ?? systemClock).now();
     // A caller's clock is checked: NaN sent to Redis would come back as a NaN retry time.
-    if (!Number.isFinite(now)) return Promise.reject(new RangeError(`ratekeeper: \`clock\` returned ${describe(now)}, not a finite number`));
+    if (!Number.isFinite(now)) return Promise.reject(rangeError(`ratekeeper: \`clock\` returned ${describe(now)}, not a finite number`));
     const known = this.#refusals?.get(key, permits, now, this.rule.limit);
     if (known !== undefined) return Promise.resolve(known);
     return new Promise((resolve, reject) => {
@@ -168,7 +169,7 @@ function report(onError: ((error: unknown, key: string) => void) | undefined, er
  */
 function toRule(rule: unknown): Rule {
   if (rule === null || typeof rule !== 'object') {
-    throw new TypeError(`ratekeeper: \`rule\` must be a Rule, e.g. Rule.perSecond(10), got ${describe(rule)}`);
+    throw typeError(`ratekeeper: \`rule\` must be a Rule, e.g. Rule.perSecond(10), got ${describe(rule)}`);
   }
   const { limit, windowMs } = rule as Rule;
   return new Rule(limit, windowMs);
@@ -180,5 +181,5 @@ function refusalCacheFor(option: unknown): RefusalCache | undefined {
   if (option !== null && typeof option === 'object') {
     return new RefusalCache(integerIn('refusalCache.maxKeys', (option as { maxKeys: unknown }).maxKeys, 1, Number.MAX_SAFE_INTEGER));
   }
-  throw new TypeError(`ratekeeper: \`refusalCache\` must be true, false or { maxKeys }, got ${describe(option)}`);
+  throw typeError(`ratekeeper: \`refusalCache\` must be true, false or { maxKeys }, got ${describe(option)}`);
 }

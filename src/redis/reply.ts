@@ -1,4 +1,5 @@
 import { allow, type Decision, reject } from '../core/decision';
+import { coded } from '../core/errors';
 import { describe } from '../core/validate';
 
 /**
@@ -11,7 +12,7 @@ export function checkReply(reply: unknown, count: number): number[] {
     const numbers = reply.map(Number);
     if (numbers.every(Number.isFinite)) return numbers;
   }
-  throw new Error(`ratekeeper: unexpected reply from Redis: ${describe(reply)}`);
+  throw coded(new Error(`ratekeeper: unexpected reply from Redis: ${describe(reply)}`), 'ERR_RATEKEEPER_STORE_REPLY');
 }
 
 /** The `index`-th decision of a checked reply; a refusal always waits at least 1 ms, so 0 marks an allowance. */

@@ -1,17 +1,20 @@
 /**
  * The error an outage hook receives when Redis did not answer within `timeoutMs`; the decision is
- * then marked `degraded: 'store-timeout'`.
+ * then marked `degraded: 'store-timeout'`. Tell it by its `code`, which holds across the ESM and
+ * CommonJS copies of ratekeeper (`instanceof` does not).
  *
  * @example
  * ```ts
- * import { RedisTimeoutError } from 'ratekeeper/redis';
+ * import type { RedisTimeoutError } from 'ratekeeper/redis';
  * const onError = (error: unknown) => {
- *   if (error instanceof RedisTimeoutError) console.warn(`Redis slower than ${error.timeoutMs} ms`);
+ *   const e = error as Partial<RedisTimeoutError> | null;
+ *   if (e?.code === 'ERR_RATEKEEPER_STORE_TIMEOUT') console.warn(`Redis slower than ${e.timeoutMs} ms`);
  * };
  * ```
  */
 export class RedisTimeoutError extends Error {
   override readonly name = 'RedisTimeoutError';
+  readonly code = 'ERR_RATEKEEPER_STORE_TIMEOUT';
   /** The bound that was exceeded. */
   readonly timeoutMs: number;
 

@@ -13,6 +13,7 @@ import {
 } from '../../src/index';
 import { algorithms } from '../support/algorithms';
 import { expectTimeline } from '../support/timeline';
+import { rangeError, typeError } from '../../src/core/errors';
 
 // Composites of parts with different rules and algorithms. (Composites whose parts share a rule
 // also run the whole conformance suite.)
@@ -147,17 +148,17 @@ describe('Composite', () => {
   });
 
   it('refuses bad parts and bad permits with errors naming them, spending nothing', () => {
-    expect(() => new Composite([])).toThrow(new TypeError('ratekeeper: `parts` must be a non-empty array of algorithms, got an array'));
+    expect(() => new Composite([])).toThrow(typeError('ratekeeper: `parts` must be a non-empty array of algorithms, got an array'));
     expect(() => new Composite('x' as never)).toThrow(TypeError);
     expect(() => new Composite([new TokenBucket(Rule.perSecond(1)), {} as never])).toThrow(
-      new TypeError('ratekeeper: `parts[1]` must be an algorithm with tryAcquire, peek and isIdle, got an object'),
+      typeError('ratekeeper: `parts[1]` must be an algorithm with tryAcquire, peek and isIdle, got an object'),
     );
     const bucket = new TokenBucket(Rule.perSecond(3));
     expect(() => new Composite([bucket, bucket])).toThrow(/the same algorithm twice/);
     const composite = new Composite([new TokenBucket(Rule.perSecond(5)), new FixedWindow(Rule.perSecond(3))]);
     const before = structuredClone(composite.parts);
-    expect(() => composite.tryAcquire(0, 4)).toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4'));
-    expect(() => composite.tryAcquire(Number.NaN)).toThrow(new RangeError('ratekeeper: `nowMs` must be a finite number, got NaN'));
+    expect(() => composite.tryAcquire(0, 4)).toThrow(rangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4'));
+    expect(() => composite.tryAcquire(Number.NaN)).toThrow(rangeError('ratekeeper: `nowMs` must be a finite number, got NaN'));
     expect(composite.parts).toEqual(before);
   });
 });

@@ -3,6 +3,7 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { addressKey } from '../../src/http';
 import { forwardedClient, MAX_ENTRY_LENGTH, trustedHops, type ForwardedHeader } from '../../src/http/forwarded';
+import { typeError } from '../../src/core/errors';
 
 describe('addressKey', () => {
   it.each([
@@ -66,7 +67,7 @@ describe('addressKey', () => {
   });
 
   it('refuses a non-string', () => {
-    expect(() => addressKey(7 as never)).toThrow(new TypeError('ratekeeper: `address` must be a string, got 7'));
+    expect(() => addressKey(7 as never)).toThrow(typeError('ratekeeper: `address` must be a string, got 7'));
   });
 
   const groups = fc.array(fc.integer({ min: 0, max: 0xffff }), { minLength: 8, maxLength: 8 });

@@ -1,6 +1,7 @@
 // src/http/fetch-adapter.ts and hono-adapter.ts without a server, and src/http/runtime-peer.ts: how
 // the client address is found under Bun, Deno, @hono/node-server and a Next-style proxy.
 import { describe, expect, it } from 'vitest';
+import { coded } from '../../src/core/errors';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type RateLimiter } from '../../src/index';
 import { honoRateLimit, withRateLimit, type HonoContextLike } from '../../src/http';
 
@@ -54,9 +55,12 @@ describe('withRateLimit finds the client', () => {
   it('fails the request, naming the fix, when nothing identifies the client', async () => {
     const handler = withRateLimit({ limiter: recording().limiter }, ok);
     await expect(handler(request())).rejects.toThrow(
-      new Error(
-        'ratekeeper: cannot tell which client sent this request, as the server gave no peer address; ' +
-          'pass `key` or `clientAddress`, or set `trustProxies` behind a proxy',
+      coded(
+        new Error(
+          'ratekeeper: cannot tell which client sent this request, as the server gave no peer address; ' +
+            'pass `key` or `clientAddress`, or set `trustProxies` behind a proxy',
+        ),
+        'ERR_RATEKEEPER_NO_CLIENT_ADDRESS',
       ),
     );
   });

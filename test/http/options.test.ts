@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket } from '../../src/index';
 import { fastifyRateLimit, honoRateLimit, nodeRateLimit, withRateLimit } from '../../src/http';
+import { rangeError, typeError } from '../../src/core/errors';
 
 // Bad options fail when the middleware is built, not on the first request, with a message that names
 // the option and echoes the value. Every adapter checks the shared options the same way.
@@ -18,22 +19,22 @@ const HEADERS = "'draft-10', 'draft-7', 'draft-6', 'x-ratelimit' or false";
 
 describe.each(ADAPTERS)('%s', (adapter, build) => {
   it.each<[string, unknown, Error]>([
-    ['options that are no object', undefined, new TypeError(`ratekeeper: ${adapter} options must be an object, got undefined`)],
-    ['a missing limiter', {}, new TypeError('ratekeeper: `limiter` must be an object with a tryAcquire(key, permits) method, got undefined')],
-    ['a limiter without tryAcquire', { limiter: {} }, new TypeError('ratekeeper: `limiter` must be an object with a tryAcquire(key, permits) method, got an object')],
-    ['a key that is no function', { limiter, key: 'user' }, new TypeError('ratekeeper: `key` must be a function, got "user"')],
-    ['a cost that is no function', { limiter, cost: 2 }, new TypeError('ratekeeper: `cost` must be a function, got 2')],
-    ['a skip that is no function', { limiter, skip: true }, new TypeError('ratekeeper: `skip` must be a function, got true')],
-    ['an unknown header format', { limiter, headers: 'draft-8' }, new RangeError(`ratekeeper: \`headers\` must be ${HEADERS}, got "draft-8"`)],
-    ['headers: true', { limiter, headers: true }, new TypeError(`ratekeeper: \`headers\` must be ${HEADERS}, got true`)],
-    ['an empty name', { limiter, name: '' }, new RangeError('ratekeeper: `name` must be non-empty printable ASCII (a structured-field string), got ""')],
-    ['a negative window', { limiter, windowMs: -1 }, new RangeError('ratekeeper: `windowMs` must be a positive finite number, got -1')],
-    ['a negative trustProxies', { limiter, trustProxies: -1 }, new RangeError('ratekeeper: `trustProxies` must be an integer from 0 to 16, got -1')],
-    ['a fractional trustProxies', { limiter, trustProxies: 1.5 }, new RangeError('ratekeeper: `trustProxies` must be an integer from 0 to 16, got 1.5')],
-    ['trustProxies: true', { limiter, trustProxies: true }, new TypeError('ratekeeper: `trustProxies` must be a number, got true')],
-    ['an unknown forwarded header', { limiter, forwardedHeader: 'x-real-ip' }, new RangeError("ratekeeper: `forwardedHeader` must be 'x-forwarded-for' or 'forwarded', got \"x-real-ip\"")],
-    ['countPreflight: "yes"', { limiter, countPreflight: 'yes' }, new TypeError('ratekeeper: `countPreflight` must be true or false, got "yes"')],
-    ['an onRejected that is no function', { limiter, onRejected: 429 }, new TypeError('ratekeeper: `onRejected` must be a function, got 429')],
+    ['options that are no object', undefined, typeError(`ratekeeper: ${adapter} options must be an object, got undefined`)],
+    ['a missing limiter', {}, typeError('ratekeeper: `limiter` must be an object with a tryAcquire(key, permits) method, got undefined')],
+    ['a limiter without tryAcquire', { limiter: {} }, typeError('ratekeeper: `limiter` must be an object with a tryAcquire(key, permits) method, got an object')],
+    ['a key that is no function', { limiter, key: 'user' }, typeError('ratekeeper: `key` must be a function, got "user"')],
+    ['a cost that is no function', { limiter, cost: 2 }, typeError('ratekeeper: `cost` must be a function, got 2')],
+    ['a skip that is no function', { limiter, skip: true }, typeError('ratekeeper: `skip` must be a function, got true')],
+    ['an unknown header format', { limiter, headers: 'draft-8' }, rangeError(`ratekeeper: \`headers\` must be ${HEADERS}, got "draft-8"`)],
+    ['headers: true', { limiter, headers: true }, typeError(`ratekeeper: \`headers\` must be ${HEADERS}, got true`)],
+    ['an empty name', { limiter, name: '' }, rangeError('ratekeeper: `name` must be non-empty printable ASCII (a structured-field string), got ""')],
+    ['a negative window', { limiter, windowMs: -1 }, rangeError('ratekeeper: `windowMs` must be a positive finite number, got -1')],
+    ['a negative trustProxies', { limiter, trustProxies: -1 }, rangeError('ratekeeper: `trustProxies` must be an integer from 0 to 16, got -1')],
+    ['a fractional trustProxies', { limiter, trustProxies: 1.5 }, rangeError('ratekeeper: `trustProxies` must be an integer from 0 to 16, got 1.5')],
+    ['trustProxies: true', { limiter, trustProxies: true }, typeError('ratekeeper: `trustProxies` must be a number, got true')],
+    ['an unknown forwarded header', { limiter, forwardedHeader: 'x-real-ip' }, rangeError("ratekeeper: `forwardedHeader` must be 'x-forwarded-for' or 'forwarded', got \"x-real-ip\"")],
+    ['countPreflight: "yes"', { limiter, countPreflight: 'yes' }, typeError('ratekeeper: `countPreflight` must be true or false, got "yes"')],
+    ['an onRejected that is no function', { limiter, onRejected: 429 }, typeError('ratekeeper: `onRejected` must be a function, got 429')],
   ])('refuses %s', (_, options, error) => {
     expect(() => build(options as never)).toThrow(error);
   });
@@ -42,7 +43,7 @@ describe.each(ADAPTERS)('%s', (adapter, build) => {
 describe.each(ADAPTERS.slice(2))('%s', (_, build) => {
   it('refuses a clientAddress that is no function', () => {
     expect(() => build({ limiter, clientAddress: '127.0.0.1' } as never)).toThrow(
-      new TypeError('ratekeeper: `clientAddress` must be a function, got "127.0.0.1"'),
+      typeError('ratekeeper: `clientAddress` must be a function, got "127.0.0.1"'),
     );
   });
 });
@@ -51,14 +52,14 @@ describe('per-request callbacks', () => {
   const run = (options: object) => withRateLimit({ limiter, ...options }, () => new Response())(new Request('http://api.test/'));
 
   it.each<[string, object, Error]>([
-    ['a key that is no string', { key: () => 42 }, new TypeError('ratekeeper: `key` must return a string, got 42')],
-    ['a cost of 0', { key: () => 'k', cost: () => 0 }, new RangeError('ratekeeper: `cost` must be a safe integer of at least 1, got 0')],
-    ['a cost above the limit', { key: () => 'k', cost: () => 4 }, new RangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4')],
+    ['a key that is no string', { key: () => 42 }, typeError('ratekeeper: `key` must return a string, got 42')],
+    ['a cost of 0', { key: () => 'k', cost: () => 0 }, rangeError('ratekeeper: `cost` must be a safe integer of at least 1, got 0')],
+    ['a cost above the limit', { key: () => 'k', cost: () => 4 }, rangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4')],
   ])('reject %s', async (_, options, error) => {
     await expect(run(options)).rejects.toThrow(error);
   });
 
   it('refuses a handler that is no function', () => {
-    expect(() => withRateLimit({ limiter }, 'ok' as never)).toThrow(new TypeError('ratekeeper: `handler` must be a function returning a Response'));
+    expect(() => withRateLimit({ limiter }, 'ok' as never)).toThrow(typeError('ratekeeper: `handler` must be a function returning a Response'));
   });
 });

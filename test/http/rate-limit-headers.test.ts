@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Decision } from '../../src/index';
 import { rateLimitHeaders, type HeaderFormat } from '../../src/http';
+import { rangeError, typeError } from '../../src/core/errors';
 
 const allowed: Decision = { allowed: true, limit: 100, remaining: 99, retryAfterMs: 0, resetAfterMs: 600 };
 const refused: Decision = { allowed: false, limit: 100, remaining: 0, retryAfterMs: 1500, resetAfterMs: 60_000 };
@@ -95,17 +96,17 @@ describe('rateLimitHeaders: composite limits', () => {
   });
 
   it.each<[string, unknown, Error]>([
-    ['an empty list', [], new RangeError('ratekeeper: `policies` must hold at least one policy, got an empty array')],
+    ['an empty list', [], rangeError('ratekeeper: `policies` must hold at least one policy, got an empty array')],
     [
       'a repeated name',
       [minute({}), { ...day({}), name: 'minute' }],
-      new RangeError('ratekeeper: `policies[1].name` repeats "minute"; each policy needs its own name'),
+      rangeError('ratekeeper: `policies[1].name` repeats "minute"; each policy needs its own name'),
     ],
-    ['a list entry that is no object', [minute({}), null], new TypeError('ratekeeper: `policies[1]` must be an object, got null')],
+    ['a list entry that is no object', [minute({}), null], typeError('ratekeeper: `policies[1]` must be an object, got null')],
     [
       'a bad decision in the list',
       [minute({ remaining: -1 })],
-      new RangeError('ratekeeper: `policies[0].decision.remaining` must be a finite number of at least 0, got -1'),
+      rangeError('ratekeeper: `policies[0].decision.remaining` must be a finite number of at least 0, got -1'),
     ],
   ])('refuses %s', (_, policies, error) => {
     expect(() => rateLimitHeaders(policies as never)).toThrow(error);
@@ -113,7 +114,7 @@ describe('rateLimitHeaders: composite limits', () => {
 
   it('refuses two draft-7 policies with the same limit, which that draft forbids', () => {
     expect(() => rateLimitHeaders([minute({}), day({ limit: 10 })], { format: 'draft-7' })).toThrow(
-      new RangeError("ratekeeper: draft-7 cannot list two policies with the same limit; use 'draft-10', which names them"),
+      rangeError("ratekeeper: draft-7 cannot list two policies with the same limit; use 'draft-10', which names them"),
     );
     expect(rateLimitHeaders([minute({}), day({ limit: 10 })])['RateLimit-Policy']).toBe('"minute";q=10;w=60, "day";q=10;w=86400');
   });
@@ -121,19 +122,19 @@ describe('rateLimitHeaders: composite limits', () => {
 
 describe('rateLimitHeaders: bad input', () => {
   it.each<[string, unknown, unknown, Error]>([
-    ['an unknown format', allowed, { format: 'draft-8' }, new RangeError("ratekeeper: `format` must be 'draft-10', 'draft-7', 'draft-6' or 'x-ratelimit', got \"draft-8\"")],
-    ['a format of the wrong type', allowed, { format: 10 }, new TypeError("ratekeeper: `format` must be 'draft-10', 'draft-7', 'draft-6' or 'x-ratelimit', got 10")],
-    ['an empty name', allowed, { name: '' }, new RangeError('ratekeeper: `name` must be non-empty printable ASCII (a structured-field string), got ""')],
-    ['a name outside ASCII', allowed, { name: 'café' }, new RangeError('ratekeeper: `name` must be non-empty printable ASCII (a structured-field string), got "café"')],
-    ['a name with a line break', allowed, { name: 'a\nb' }, new RangeError('ratekeeper: `name` must be non-empty printable ASCII (a structured-field string), got "a\\nb"')],
-    ['a name that is no string', allowed, { name: 7 }, new TypeError('ratekeeper: `name` must be a string, got 7')],
-    ['a zero window', allowed, { windowMs: 0 }, new RangeError('ratekeeper: `windowMs` must be a positive finite number, got 0')],
-    ['options that are no object', allowed, 'draft-7', new TypeError('ratekeeper: rateLimitHeaders options must be an object, got "draft-7"')],
-    ['a missing decision', undefined, {}, new TypeError('ratekeeper: `decision` must be an object, got undefined')],
-    ['a decision without allowed', { limit: 1 }, {}, new TypeError('ratekeeper: `decision.allowed` must be a boolean, got undefined')],
-    ['a NaN limit', { ...allowed, limit: Number.NaN }, {}, new RangeError('ratekeeper: `decision.limit` must be a finite number of at least 0, got NaN')],
-    ['an infinite wait', { ...refused, retryAfterMs: Infinity }, {}, new RangeError('ratekeeper: `decision.retryAfterMs` must be a finite number of at least 0, got Infinity')],
-    ['a string remaining', { ...allowed, remaining: '3' }, {}, new TypeError('ratekeeper: `decision.remaining` must be a number, got "3"')],
+    ['an unknown format', allowed, { format: 'draft-8' }, rangeError("ratekeeper: `format` must be 'draft-10', 'draft-7', 'draft-6' or 'x-ratelimit', got \"draft-8\"")],
+    ['a format of the wrong type', allowed, { format: 10 }, typeError("ratekeeper: `format` must be 'draft-10', 'draft-7', 'draft-6' or 'x-ratelimit', got 10")],
+    ['an empty name', allowed, { name: '' }, rangeError('ratekeeper: `name` must be non-empty printable ASCII (a structured-field string), got ""')],
+    ['a name outside ASCII', allowed, { name: 'café' }, rangeError('ratekeeper: `name` must be non-empty printable ASCII (a structured-field string), got "café"')],
+    ['a name with a line break', allowed, { name: 'a\nb' }, rangeError('ratekeeper: `name` must be non-empty printable ASCII (a structured-field string), got "a\\nb"')],
+    ['a name that is no string', allowed, { name: 7 }, typeError('ratekeeper: `name` must be a string, got 7')],
+    ['a zero window', allowed, { windowMs: 0 }, rangeError('ratekeeper: `windowMs` must be a positive finite number, got 0')],
+    ['options that are no object', allowed, 'draft-7', typeError('ratekeeper: rateLimitHeaders options must be an object, got "draft-7"')],
+    ['a missing decision', undefined, {}, typeError('ratekeeper: `decision` must be an object, got undefined')],
+    ['a decision without allowed', { limit: 1 }, {}, typeError('ratekeeper: `decision.allowed` must be a boolean, got undefined')],
+    ['a NaN limit', { ...allowed, limit: Number.NaN }, {}, rangeError('ratekeeper: `decision.limit` must be a finite number of at least 0, got NaN')],
+    ['an infinite wait', { ...refused, retryAfterMs: Infinity }, {}, rangeError('ratekeeper: `decision.retryAfterMs` must be a finite number of at least 0, got Infinity')],
+    ['a string remaining', { ...allowed, remaining: '3' }, {}, typeError('ratekeeper: `decision.remaining` must be a number, got "3"')],
   ])('refuses %s', (_, decision, options, error) => {
     expect(() => rateLimitHeaders(decision as Decision, options as never)).toThrow(error);
   });

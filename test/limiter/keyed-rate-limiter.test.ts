@@ -2,6 +2,7 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type RateLimitAlgorithm } from '../../src/index';
 import { algorithms } from '../support/algorithms';
+import { rangeError, typeError } from '../../src/core/errors';
 
 const bucketOf = (limit: number) => () => new TokenBucket(Rule.perSecond(limit));
 
@@ -107,8 +108,8 @@ describe('KeyedRateLimiter', () => {
   it('refuses bad arguments with errors naming them and leaves the table as it was', () => {
     const limiter = new KeyedRateLimiter({ algorithm: bucketOf(3), clock: new ManualClock() });
     limiter.tryAcquire('a');
-    expect(() => limiter.tryAcquire('b', 4)).toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4'));
-    expect(() => limiter.tryAcquire(42 as unknown as string)).toThrow(new TypeError('ratekeeper: `key` must be a string, got 42'));
+    expect(() => limiter.tryAcquire('b', 4)).toThrow(rangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4'));
+    expect(() => limiter.tryAcquire(42 as unknown as string)).toThrow(typeError('ratekeeper: `key` must be a string, got 42'));
     expect(limiter.size).toBe(1);
     expect(limiter.tryAcquire('a')).toMatchObject({ allowed: true, remaining: 1 });
   });
@@ -116,11 +117,11 @@ describe('KeyedRateLimiter', () => {
   it('refuses bad options with errors naming them', () => {
     expect(() => new KeyedRateLimiter(undefined as never)).toThrow(TypeError);
     expect(() => new KeyedRateLimiter({ algorithm: 'token-bucket' as never })).toThrow(
-      new TypeError('ratekeeper: `algorithm` must be a function returning a fresh algorithm, got "token-bucket"'),
+      typeError('ratekeeper: `algorithm` must be a function returning a fresh algorithm, got "token-bucket"'),
     );
     expect(() => new KeyedRateLimiter({ algorithm: bucketOf(1), clock: Date as never })).toThrow(TypeError);
     expect(() => new KeyedRateLimiter({ algorithm: bucketOf(1), maxKeys: 0 })).toThrow(
-      new RangeError('ratekeeper: `maxKeys` must be a safe integer of at least 1, got 0'),
+      rangeError('ratekeeper: `maxKeys` must be a safe integer of at least 1, got 0'),
     );
   });
 });

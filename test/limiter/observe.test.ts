@@ -17,6 +17,7 @@ import {
 import { RedisRateLimiter } from '../../src/redis';
 import { type AlgorithmCase, algorithms, composites } from '../support/algorithms';
 import { ioredisClient, redisPort, uniquePrefix } from '../redis/helpers/clients';
+import { rangeError, typeError } from '../../src/core/errors';
 
 // observe() and its shadow mode, checked against a twin: the same limiter, unwrapped, fed the same
 // traffic on its own manual clock. Time moves only when the test moves it.
@@ -180,7 +181,7 @@ describe('observe', () => {
   it('reports nothing for a call that throws: a bad argument reached no decision', async () => {
     const inner = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)) });
     const { events, options } = recorder();
-    expect(() => observe(inner, options).tryAcquire('k', 3)).toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 2, got 3'));
+    expect(() => observe(inner, options).tryAcquire('k', 3)).toThrow(rangeError('ratekeeper: `permits` must be an integer from 1 to 2, got 3'));
     await expect(observe(asyncOver(inner), options).tryAcquire('k', 0)).rejects.toThrow(RangeError);
     expect(events).toEqual([]);
   });
@@ -208,14 +209,14 @@ describe('observe', () => {
   });
 
   it.each<[string, unknown, unknown, Error]>([
-    ['a limiter without tryAcquire', {}, { onDecision: () => {} }, new TypeError('ratekeeper: `limiter` must be an object with a tryAcquire(key, permits) method, got an object')],
-    ['no limiter', undefined, { onDecision: () => {} }, new TypeError('ratekeeper: `limiter` must be an object with a tryAcquire(key, permits) method, got undefined')],
-    ['no options', 'limiter', undefined, new TypeError('ratekeeper: observe options must be an object, got undefined')],
-    ['no onDecision', 'limiter', {}, new TypeError('ratekeeper: `onDecision` must be a function, got undefined')],
-    ['an onDecision that is a number', 'limiter', { onDecision: 3 }, new TypeError('ratekeeper: `onDecision` must be a function, got 3')],
-    ['a name that is not a string', 'limiter', { onDecision: () => {}, name: 7 }, new TypeError('ratekeeper: `name` must be a string, got 7')],
-    ['a shadow that is not a boolean', 'limiter', { onDecision: () => {}, shadow: 'yes' }, new TypeError('ratekeeper: `shadow` must be a boolean, got "yes"')],
-    ['an onError that is not a function', 'limiter', { onDecision: () => {}, onError: 'log' }, new TypeError('ratekeeper: `onError` must be a function, got "log"')],
+    ['a limiter without tryAcquire', {}, { onDecision: () => {} }, typeError('ratekeeper: `limiter` must be an object with a tryAcquire(key, permits) method, got an object')],
+    ['no limiter', undefined, { onDecision: () => {} }, typeError('ratekeeper: `limiter` must be an object with a tryAcquire(key, permits) method, got undefined')],
+    ['no options', 'limiter', undefined, typeError('ratekeeper: observe options must be an object, got undefined')],
+    ['no onDecision', 'limiter', {}, typeError('ratekeeper: `onDecision` must be a function, got undefined')],
+    ['an onDecision that is a number', 'limiter', { onDecision: 3 }, typeError('ratekeeper: `onDecision` must be a function, got 3')],
+    ['a name that is not a string', 'limiter', { onDecision: () => {}, name: 7 }, typeError('ratekeeper: `name` must be a string, got 7')],
+    ['a shadow that is not a boolean', 'limiter', { onDecision: () => {}, shadow: 'yes' }, typeError('ratekeeper: `shadow` must be a boolean, got "yes"')],
+    ['an onError that is not a function', 'limiter', { onDecision: () => {}, onError: 'log' }, typeError('ratekeeper: `onError` must be a function, got "log"')],
   ])('refuses %s, naming it', (_, limiter, options, error) => {
     const real = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(1)) });
     expect(() => observe((limiter === 'limiter' ? real : limiter) as KeyedRateLimiter, options as ObserveOptions)).toThrow(error);

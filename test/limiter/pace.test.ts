@@ -2,6 +2,7 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualScheduler, pace, RateLimitedError, Rule, TokenBucket } from '../../src/index';
 import { algorithms, boundName, type Grant, recording, worstExcess } from '../support/algorithms';
+import { rangeError, typeError } from '../../src/core/errors';
 
 const callsArb = fc
   .record({ limit: fc.integer({ min: 1, max: 5 }), windowMs: fc.constantFrom(1000, 7, 250) })

@@ -13,6 +13,7 @@ import {
 } from '../../src/index';
 import { carryOver } from '../../src/limiter/carry-over';
 import { algorithms, boundName, composites, type Grant, worstExcess } from '../support/algorithms';
+import { typeError } from '../../src/core/errors';
 
 const ruleArb = (minLimit: number) =>
   fc
@@ -163,7 +164,7 @@ describe('reconfigure', () => {
 
   it('refuses a factory that is not a function and keeps the old one', () => {
     const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(1)), clock: new ManualClock() });
-    expect(() => limiter.reconfigure(42 as never)).toThrow(new TypeError('ratekeeper: `algorithm` must be a function returning a fresh algorithm, got 42'));
+    expect(() => limiter.reconfigure(42 as never)).toThrow(typeError('ratekeeper: `algorithm` must be a function returning a fresh algorithm, got 42'));
     expect(limiter.tryAcquire('k')).toMatchObject({ allowed: true, limit: 1 });
   });
 });

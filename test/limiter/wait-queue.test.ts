@@ -2,6 +2,7 @@
 // src/limiter/manual-scheduler.ts.
 import { describe, expect, it } from 'vitest';
 import { ManualScheduler, Rule, TokenBucket, WaitQueue, type Decision } from '../../src/index';
+import { rangeError, typeError } from '../../src/core/errors';
 
 // The waiting machinery on its own, over a limiter that answers asynchronously as a store does,
 // and the manual scheduler the tests drive it with.
@@ -73,7 +74,7 @@ describe('WaitQueue over an asynchronous limiter', () => {
   });
 
   it('refuses a bad attempt function', () => {
-    expect(() => new WaitQueue('tryAcquire' as never)).toThrow(new TypeError('ratekeeper: `attempt` must be a function, got "tryAcquire"'));
+    expect(() => new WaitQueue('tryAcquire' as never)).toThrow(typeError('ratekeeper: `attempt` must be a function, got "tryAcquire"'));
   });
 });
 
@@ -116,9 +117,9 @@ describe('ManualScheduler', () => {
 
   it('refuses a negative or non-finite step and a non-finite start', async () => {
     const scheduler = new ManualScheduler();
-    expect(() => scheduler.advance(-1)).toThrow(new RangeError('ratekeeper: `ms` must be a finite number of at least 0, got -1'));
+    expect(() => scheduler.advance(-1)).toThrow(rangeError('ratekeeper: `ms` must be a finite number of at least 0, got -1'));
     await expect(scheduler.advanceAsync(Number.NaN)).rejects.toThrow(RangeError);
-    expect(() => new ManualScheduler(Infinity)).toThrow(new RangeError('ratekeeper: `startMs` must be a finite number, got Infinity'));
+    expect(() => new ManualScheduler(Infinity)).toThrow(rangeError('ratekeeper: `startMs` must be a finite number, got Infinity'));
     expect(scheduler.now()).toBe(0);
   });
 });

@@ -4,6 +4,7 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualScheduler, Rule, TokenBucket, type Decision } from '../../src/index';
 import { type AlgorithmCase, algorithms, boundName, type Grant, recording, worstExcess } from '../support/algorithms';
+import { rangeError, typeError } from '../../src/core/errors';
 
 // acquire() on the keyed limiter, driven by a ManualScheduler: time moves only when the test moves
 // it, and each wait's timer fires at its exact due time. Nothing sleeps.
@@ -260,10 +261,10 @@ describe('acquire', () => {
     const limiter = new KeyedRateLimiter({ algorithm: bucket(3, 1000), clock: scheduler });
     limiter.tryAcquire('k', 3);
     const waiting = limiter.acquire('k');
-    await expect(limiter.acquire(7 as never)).rejects.toThrow(new TypeError('ratekeeper: `key` must be a string, got 7'));
-    await expect(limiter.acquire('fresh', 0)).rejects.toThrow(new RangeError('ratekeeper: `permits` must be a safe integer of at least 1, got 0'));
-    await expect(limiter.acquire('k', 0)).rejects.toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 0'));
-    await expect(limiter.acquire('k', 4)).rejects.toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4'));
+    await expect(limiter.acquire(7 as never)).rejects.toThrow(typeError('ratekeeper: `key` must be a string, got 7'));
+    await expect(limiter.acquire('fresh', 0)).rejects.toThrow(rangeError('ratekeeper: `permits` must be a safe integer of at least 1, got 0'));
+    await expect(limiter.acquire('k', 0)).rejects.toThrow(rangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 0'));
+    await expect(limiter.acquire('k', 4)).rejects.toThrow(rangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4'));
     await expect(limiter.acquire('k', 1, { maxWaitMs: -1 })).rejects.toThrow(
       new RangeError('ratekeeper: `maxWaitMs` must be a finite number of at least 0, got -1'),
     );

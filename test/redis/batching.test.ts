@@ -5,6 +5,7 @@ import { KeyedRateLimiter, Rule, TokenBucket } from '../../src/index';
 import { RedisRateLimiter, RedisTimeoutError } from '../../src/redis';
 import { useIoredis, redisPort, uniquePrefix } from './helpers/clients';
 import { countingClient } from './helpers/counting-client';
+import { rangeError } from '../../src/core/errors';
 
 const rule = new Rule(4, 1e12);
 
@@ -109,6 +110,6 @@ describe.skipIf(!redisPort)('batching', () => {
     });
     const [small, large] = await Promise.allSettled([limiter.tryAcquire('a', 1), limiter.tryAcquire('b', 3)]);
     expect(small).toMatchObject({ status: 'fulfilled', value: { allowed: true, degraded: 'store-error' } });
-    expect(large).toMatchObject({ status: 'rejected', reason: new RangeError('ratekeeper: `permits` must be an integer from 1 to 2, got 3') });
+    expect(large).toMatchObject({ status: 'rejected', reason: rangeError('ratekeeper: `permits` must be an integer from 1 to 2, got 3') });
   });
 });

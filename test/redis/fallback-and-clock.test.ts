@@ -3,6 +3,7 @@
 import { describe, expect, test } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter } from '../../src/index';
 import { RedisRateLimiter } from '../../src/redis';
+import { rangeError } from '../../src/core/errors';
 
 const down = { evalsha: () => Promise.reject(new Error('down')), eval: () => Promise.reject(new Error('down')) };
 
@@ -28,7 +29,7 @@ test('a caller clock that returns NaN or Infinity is refused by name, and nothin
   const counting = { evalsha: () => (sent++, Promise.reject(new Error('unused'))), eval: () => (sent++, Promise.reject(new Error('unused'))) };
   for (const reading of [Number.NaN, Infinity]) {
     const limiter = new RedisRateLimiter({ client: counting, algorithm: 'token-bucket', rule: Rule.perSecond(5), onStoreError: 'deny', clock: { now: () => reading } });
-    await expect(limiter.tryAcquire('k')).rejects.toThrow(new RangeError(`ratekeeper: \`clock\` returned ${reading}, not a finite number`));
+    await expect(limiter.tryAcquire('k')).rejects.toThrow(rangeError(`ratekeeper: \`clock\` returned ${reading}, not a finite number`));
   }
   expect(sent).toBe(0);
 });

@@ -8,6 +8,7 @@ import { plans } from '../../src/redis/scripts';
 import { algorithmNames } from './helpers/algorithms';
 import { ioredisClient, type NodeRedis, nodeRedisClient, redisPort, uniquePrefix } from './helpers/clients';
 import { countingClient } from './helpers/counting-client';
+import { rangeError, typeError } from '../../src/core/errors';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -51,11 +52,11 @@ describe.skipIf(!redisPort)('RedisRateLimiter', () => {
     test('permits out of range, not an integer, or not a number; key not a string: the promise rejects', async () => {
       const client = countingClient(redis);
       const limiter = new RedisRateLimiter({ ...valid(), client });
-      await expect(limiter.tryAcquire('k', 12)).rejects.toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 10, got 12'));
-      await expect(limiter.tryAcquire('k', 0)).rejects.toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 10, got 0'));
-      await expect(limiter.tryAcquire('k', 1.5)).rejects.toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 10, got 1.5'));
-      await expect(limiter.tryAcquire('k', '2' as unknown as number)).rejects.toThrow(new TypeError('ratekeeper: `permits` must be a number, got "2"'));
-      await expect(limiter.tryAcquire(42 as unknown as string)).rejects.toThrow(new TypeError('ratekeeper: `key` must be a string, got 42'));
+      await expect(limiter.tryAcquire('k', 12)).rejects.toThrow(rangeError('ratekeeper: `permits` must be an integer from 1 to 10, got 12'));
+      await expect(limiter.tryAcquire('k', 0)).rejects.toThrow(rangeError('ratekeeper: `permits` must be an integer from 1 to 10, got 0'));
+      await expect(limiter.tryAcquire('k', 1.5)).rejects.toThrow(rangeError('ratekeeper: `permits` must be an integer from 1 to 10, got 1.5'));
+      await expect(limiter.tryAcquire('k', '2' as unknown as number)).rejects.toThrow(typeError('ratekeeper: `permits` must be a number, got "2"'));
+      await expect(limiter.tryAcquire(42 as unknown as string)).rejects.toThrow(typeError('ratekeeper: `key` must be a string, got 42'));
       expect(client.sent).toEqual([]);
     });
   });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket } from '../../src/index';
 import { withRateLimit } from '../../src/http';
+import { rangeError } from '../../src/core/errors';
 
 // The attacks SECURITY.md lists, played end to end through the Fetch middleware: a client that
 // rotates its IPv6 address within its /64, one that forges X-Forwarded-For behind a trusted proxy,
@@ -41,7 +42,7 @@ describe('attacks on the client key', () => {
 
   it('permits abuse: a cost above the limit is an error, never a grant, and spends nothing', async () => {
     const { limiter, send } = app({ clientAddress: () => '203.0.113.9', cost: () => 4 });
-    await expect(send()).rejects.toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4'));
+    await expect(send()).rejects.toThrow(rangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4'));
     expect(limiter.size).toBe(0);
   });
 });

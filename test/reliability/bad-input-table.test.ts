@@ -16,6 +16,7 @@ import {
 import { addressKey, fastifyRateLimit, honoRateLimit, nodeRateLimit, rateLimitHeaders, withRateLimit } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
 import { expectOutcome, isFiniteNumber, isIntegerIn, isObject, isString, never, optional, show, twins, VALUES } from './support';
+import { rangeError, typeError } from '../../src/core/errors';
 
 // Every public function and constructor not covered by bad-input.test.ts, tried with every value of
 // VALUES in each parameter and option in turn, the others valid. Each value either works (when the
@@ -321,7 +322,7 @@ describe('fixes found by the table', () => {
   it('evictIdle(Infinity) is refused: at Infinity every key is idle, and active keys would be forgiven', () => {
     const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)), clock: new ManualClock(1_000) });
     limiter.tryAcquire('a', 2);
-    expect(() => limiter.evictIdle(Infinity)).toThrow(new RangeError('ratekeeper: `nowMs` must be a finite number, got Infinity'));
+    expect(() => limiter.evictIdle(Infinity)).toThrow(rangeError('ratekeeper: `nowMs` must be a finite number, got Infinity'));
     expect(limiter.size).toBe(1);
     expect(limiter.tryAcquire('a')).toMatchObject({ allowed: false, retryAfterMs: 500 });
   });
@@ -331,7 +332,7 @@ describe('fixes found by the table', () => {
     const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)), clock: { now: () => reading as number } });
     limiter.tryAcquire('a', 2);
     reading = '9e15';
-    expect(() => limiter.tryAcquire('a')).toThrow(new TypeError('ratekeeper: `nowMs` must be a number, got "9e15"'));
+    expect(() => limiter.tryAcquire('a')).toThrow(typeError('ratekeeper: `nowMs` must be a number, got "9e15"'));
     reading = 5e15 + 500; // before the fix, every later call was held to the string and threw
     expect(limiter.tryAcquire('a')).toMatchObject({ allowed: true, remaining: 0 });
   });
@@ -340,7 +341,7 @@ describe('fixes found by the table', () => {
     const made = { tryAcquire: () => ({ allowed: true, limit: 1, remaining: 0, retryAfterMs: 0, resetAfterMs: 0 }) }; // no isIdle
     const limiter = new KeyedRateLimiter({ algorithm: (key) => (key === 'odd' ? (made as never) : new TokenBucket(Rule.perSecond(1))), clock: new ManualClock(), maxKeys: 2 });
     limiter.tryAcquire('a');
-    expect(() => limiter.tryAcquire('odd')).toThrow(new TypeError('ratekeeper: `algorithm` must return an algorithm, got an object'));
+    expect(() => limiter.tryAcquire('odd')).toThrow(typeError('ratekeeper: `algorithm` must return an algorithm, got an object'));
     expect(limiter.size).toBe(1);
     expect(limiter.tryAcquire('b')).toMatchObject({ allowed: true });
     expect(limiter.tryAcquire('c')).toMatchObject({ allowed: false, degraded: 'key-table-full' });

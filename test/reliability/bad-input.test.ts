@@ -2,6 +2,7 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type Clock } from '../../src/index';
 import { algorithms } from '../support/algorithms';
+import { rangeError } from '../../src/core/errors';
 
 // Bad input anywhere gets a TypeError or RangeError that names the value, and nothing half-written:
 // the limiter's other keys decide exactly as they would have without the bad call.
@@ -82,7 +83,7 @@ describe('a clock that misbehaves', () => {
     let reading = Number.NaN;
     const clock: Clock = { now: () => reading };
     const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)), clock });
-    expect(() => limiter.tryAcquire('a')).toThrow(new RangeError('ratekeeper: `nowMs` must be a finite number, got NaN'));
+    expect(() => limiter.tryAcquire('a')).toThrow(rangeError('ratekeeper: `nowMs` must be a finite number, got NaN'));
     reading = Infinity;
     expect(() => limiter.tryAcquire('a')).toThrow(RangeError);
     expect(limiter.size).toBe(0);

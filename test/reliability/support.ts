@@ -87,10 +87,14 @@ export async function expectOutcome(call: () => unknown, accepted: boolean, fiel
   return error;
 }
 
-/** The checks on a refusal: a TypeError or RangeError from ratekeeper whose message names one of `fields`. */
+/**
+ * The checks on a refusal: a TypeError or RangeError from ratekeeper whose message names one of
+ * `fields`, with the stable `code` of its kind (what code that must work across copies branches on).
+ */
 export function expectNamedRefusal(error: unknown, fields: readonly string[]): void {
   expect(error instanceof TypeError || error instanceof RangeError, String(error)).toBe(true);
-  const { message } = error as Error;
+  const { message, code } = error as Error & { code?: unknown };
+  expect(code, message).toBe(error instanceof RangeError ? 'ERR_RATEKEEPER_OUT_OF_RANGE' : 'ERR_RATEKEEPER_INVALID_ARGUMENT');
   expect(message.startsWith('ratekeeper: '), message).toBe(true);
   expect(
     fields.some((field) => message.includes(field)),
