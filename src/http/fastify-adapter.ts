@@ -39,7 +39,7 @@ export interface FastifyRateLimitOptions<Req extends FastifyRequestLike = Fastif
    * reply; a thrown error goes to Fastify's error handler.
    * @default 429 with an `application/problem+json` quota-exceeded body
    */
-  onRejected?: (request: Req, reply: Reply, decision: Rejected) => void | Promise<void>;
+  onRejected?: ((request: Req, reply: Reply, decision: Rejected) => void | Promise<void>) | undefined;
 }
 
 /**

@@ -26,12 +26,12 @@ export interface FetchRateLimitOptions<Args extends unknown[] = []> extends Rate
    * @default read from the handler's second argument on `@hono/node-server`, Bun (`server.requestIP`)
    * and Deno (`info.remoteAddr`); elsewhere (Next.js, Workers) pass this, `key` or `trustProxies`.
    */
-  clientAddress?: (request: Request, ...args: Args) => string | undefined;
+  clientAddress?: ((request: Request, ...args: Args) => string | undefined) | undefined;
   /**
    * Builds the response to a refused request; rate-limit fields it does not set itself are added.
    * @default 429 with the fields and an `application/problem+json` quota-exceeded body
    */
-  onRejected?: (request: Request, decision: Rejected) => Response | Promise<Response>;
+  onRejected?: ((request: Request, decision: Rejected) => Response | Promise<Response>) | undefined;
 }
 
 /**

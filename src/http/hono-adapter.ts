@@ -42,12 +42,12 @@ export interface HonoRateLimitOptions<C extends HonoContextLike = HonoContextLik
    * @default read from `c.env` on `@hono/node-server`, Bun and Deno; elsewhere (Workers, Vercel) pass
    * this, `key` or `trustProxies`
    */
-  clientAddress?: (c: C) => string | undefined;
+  clientAddress?: ((c: C) => string | undefined) | undefined;
   /**
    * Builds the response to a refused request; rate-limit fields it does not set itself are added.
    * @default 429 with the fields and an `application/problem+json` quota-exceeded body
    */
-  onRejected?: (c: C, decision: Rejected) => Response | Promise<Response>;
+  onRejected?: ((c: C, decision: Rejected) => Response | Promise<Response>) | undefined;
 }
 
 /**

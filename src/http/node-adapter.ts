@@ -42,7 +42,7 @@ export interface NodeRateLimitOptions<Req extends NodeRequestLike = NodeRequestL
    * response; a thrown error goes to `next(error)`.
    * @default 429 with an `application/problem+json` quota-exceeded body
    */
-  onRejected?: (req: Req, res: Res, decision: Rejected) => void | Promise<void>;
+  onRejected?: ((req: Req, res: Res, decision: Rejected) => void | Promise<void>) | undefined;
 }
 
 /**

@@ -36,9 +36,9 @@ export type HeaderFormat = (typeof HEADER_FORMATS)[number];
  */
 export interface RateLimitHeaderOptions {
   /** Which generation of the fields to write. @default 'draft-10' */
-  format?: HeaderFormat;
+  format?: HeaderFormat | undefined;
   /** The policy's name: non-empty printable ASCII, written as a structured-field string. @default 'default' */
-  name?: string;
+  name?: string | undefined;
   /**
    * The policy's window in ms, advertised as `w` in whole seconds rounded up (at least 1). Without
    * it, `'draft-10'` leaves `w` out and `'draft-7'`/`'draft-6'` leave out `RateLimit-Policy`, where `w`

@@ -32,26 +32,26 @@ export interface RateLimitOptions<Args extends unknown[]> {
    * The key a request is limited under (a user id, an API key). May return a Promise.
    * @default the client address, IPv6 masked to /64 (see `trustProxies` and `addressKey`)
    */
-  key?: (...args: Args) => string | Promise<string>;
+  key?: ((...args: Args) => string | Promise<string>) | undefined;
   /** How many permits a request spends: a positive integer no larger than the limit. May return a Promise. @default 1 */
-  cost?: (...args: Args) => number | Promise<number>;
+  cost?: ((...args: Args) => number | Promise<number>) | undefined;
   /** Returns true for a request that is neither counted nor given headers. May return a Promise. @default never skips */
-  skip?: (...args: Args) => boolean | Promise<boolean>;
+  skip?: ((...args: Args) => boolean | Promise<boolean>) | undefined;
   /** The format of the fields on every response, or `false` for none (a refusal still gets `Retry-After`). @default 'draft-10' */
-  headers?: HeaderFormat | false;
+  headers?: HeaderFormat | false | undefined;
   /** The policy name in the fields and in the refusal body. @default 'default' */
-  name?: string;
+  name?: string | undefined;
   /** The policy window in ms, advertised as `w`; give the limiter's rule window. @default undefined (no `w`) */
-  windowMs?: number;
+  windowMs?: number | undefined;
   /**
    * How many reverse proxies in front of the server to trust (0 to 16). With n > 0 the client is the
    * n-th address from the right of the forwarding header (counting the peer as the nearest proxy);
    * with 0, forwarding headers are ignored, since any client can send them. The header is read from
    * the right and never past a malformed entry: see "Who is the client?" in docs/http.md. @default 0
    */
-  trustProxies?: number;
+  trustProxies?: number | undefined;
   /** The header the trusted proxies write. @default 'x-forwarded-for' */
-  forwardedHeader?: ForwardedHeader;
+  forwardedHeader?: ForwardedHeader | undefined;
   /**
    * Counts CORS preflights (`OPTIONS` with an `Access-Control-Request-Method` header) like any other
    * request. By default a preflight is neither counted nor given headers, as if `skip` said so: a

@@ -15,7 +15,7 @@ export interface AcquireOptions {
    * Cancels the wait: the promise rejects with `signal.reason`, nothing is spent, and those queued
    * behind move up. @default undefined (wait until granted)
    */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /**
    * The longest wait accepted, in ms, from 0 to `Infinity`. A request that would wait longer resolves
    * with the `Rejected` decision as soon as that is known: at once when nobody is ahead of it.

@@ -32,12 +32,12 @@ export interface KeyedRateLimiterOptions {
    * `ManualScheduler` in tests), waits use its timers, so the clock and the timers always agree;
    * otherwise waits use the global `setTimeout`. @default systemClock
    */
-  clock?: Clock | Scheduler;
+  clock?: Clock | Scheduler | undefined;
   /**
    * The most keys kept at once. A new key arriving when the table is full takes the place of an
    * idle key; when none is idle it is refused with `degraded: 'key-table-full'`. @default Infinity
    */
-  maxKeys?: number;
+  maxKeys?: number | undefined;
 }
 
 /**

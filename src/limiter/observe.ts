@@ -92,19 +92,19 @@ export interface ObserveOptions {
   /** Called once for every decision, synchronously as it is made (for an async limiter, as it settles). */
   onDecision: (event: DecisionEvent) => void;
   /** The label events carry, to tell limits apart in logs and metrics. @default 'default' */
-  name?: string;
+  name?: string | undefined;
   /**
    * Shadow mode: allow every request, reporting those the inner limiter refused with
    * `shadowed: true`. A refusal spends nothing, so requests let through this way leave the inner
    * limiter exactly as if they had never been made. `acquire` then never waits. @default false
    */
-  shadow?: boolean;
+  shadow?: boolean | undefined;
   /**
    * Receives what `onDecision` throws. The core writes to no console, and a broken metrics hook must
    * not fail the request it was reporting on, so without `onError` such errors are dropped; whatever
    * `onError` throws is dropped too. @default undefined (dropped)
    */
-  onError?: (error: unknown, event: DecisionEvent) => void;
+  onError?: ((error: unknown, event: DecisionEvent) => void) | undefined;
 }
 
 /**

@@ -23,7 +23,7 @@ export interface PaceOptions<A extends unknown[]> {
   /** The key calls are counted under, or a function of a call's arguments that picks it. */
   key: string | ((...args: A) => string);
   /** Permits each call takes, or a function of a call's arguments (a file's size in MB, say). @default 1 */
-  permits?: number | ((...args: A) => number);
+  permits?: number | ((...args: A) => number) | undefined;
   /**
    * Stops the calls still waiting: each rejects with `signal.reason` and spends nothing, and later
    * calls reject at once. Calls already running are not interrupted (pass the signal to them too).

@@ -37,29 +37,29 @@ export interface RedisRateLimiterOptions {
    * so limiters with different rules never share state.
    * @default 'ratekeeper:'
    */
-  prefix?: string;
+  prefix?: string | undefined;
   /**
    * Where time comes from. Omitted, each decision reads the Redis server's own clock (`TIME`), so
    * servers with skewed clocks still share one limit. Redis expires keys on its own clock, so a
    * clock given here should run at real speed; a `ManualClock` suits tests with windows of seconds.
    * @default the Redis server's clock
    */
-  clock?: Clock;
+  clock?: Clock | undefined;
   /**
    * The longest a decision waits for Redis before the outage policy answers, in ms (`Infinity` for
    * no bound). It covers a client that queues commands while disconnected and a frozen server.
    * @default 500
    */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /** Called with the cause whenever the outage policy decides; an error it throws is ignored. @default undefined */
-  onError?: (error: unknown, key: string) => void;
+  onError?: ((error: unknown, key: string) => void) | undefined;
   /**
    * Answers a key known to be refused until time T locally until T, without a round trip; `true`
    * remembers up to 10,000 keys, `{ maxKeys }` sets the bound. `retryAfterMs` counts down to T
    * exactly; `remaining` is the value Redis last gave.
    * @default false
    */
-  refusalCache?: boolean | { maxKeys: number };
+  refusalCache?: boolean | { maxKeys: number } | undefined;
   /**
    * Sends the decisions asked for in one tick together, in one script call of up to 32, each
    * deciding exactly as if sent alone in the order asked. On a Redis Cluster client (ioredis
@@ -68,5 +68,5 @@ export interface RedisRateLimiterOptions {
    * adapter in front of a cluster): each decision is then one call on one key.
    * @default true
    */
-  batch?: boolean;
+  batch?: boolean | undefined;
 }
