@@ -21,7 +21,7 @@ export interface AcquireOptions {
    * with the `Rejected` decision as soon as that is known: at once when nobody is ahead of it.
    * @default Infinity (no limit)
    */
-  maxWaitMs?: number;
+  maxWaitMs?: number | undefined;
 }
 
 /** Checks `acquire` options eagerly, so a bad one throws before anything is queued. */
@@ -44,11 +44,11 @@ export function checkSignal(signal: unknown): AbortSignal | undefined {
   return signal as AbortSignal;
 }
 
-/** Returns `maxWaitMs` if it is a finite number of at least 0; throws a `TypeError` or `RangeError` naming it otherwise. */
+/** Returns `maxWaitMs` if it is a number of at least 0 (`Infinity` included); throws a `TypeError` or `RangeError` naming it otherwise. */
 export function checkMaxWait(maxWaitMs: unknown): number {
   assertNumber('maxWaitMs', maxWaitMs);
-  if (!(maxWaitMs >= 0 && maxWaitMs < Infinity)) {
-    throw new RangeError(`ratekeeper: \`maxWaitMs\` must be a finite number of at least 0, got ${maxWaitMs}`);
+  if (!(maxWaitMs >= 0)) {
+    throw rangeError(`ratekeeper: \`maxWaitMs\` must be a number of at least 0 (Infinity for no limit), got ${maxWaitMs}`);
   }
   return maxWaitMs;
 }

@@ -29,13 +29,14 @@ export interface PaceOptions<A extends unknown[]> {
    * calls reject at once. Calls already running are not interrupted (pass the signal to them too).
    * @default undefined
    */
-  signal?: AbortSignal;
-  /** The longest a call may wait, in ms; one that would wait longer rejects with a `RateLimitedError`. @default undefined (no limit) */
-  maxWaitMs?: number;
+  signal?: AbortSignal | undefined;
+  /** The longest a call may wait, in ms (`Infinity` for no limit); one that would wait longer rejects with a `RateLimitedError`. @default Infinity */
+  maxWaitMs?: number | undefined;
 }
 
 /**
- * The error a paced call rejects with when it would have to wait longer than `maxWaitMs`.
+ * The error a paced call rejects with when it would have to wait longer than `maxWaitMs`. Tell it
+ * by its `code`, which holds across the ESM and CommonJS copies of ratekeeper (`instanceof` does not).
  *
  * @example
  * ```ts
@@ -48,8 +49,8 @@ export interface PaceOptions<A extends unknown[]> {
  */
 export class RateLimitedError extends Error {
   override readonly name = 'RateLimitedError';
-  /** The refusal: `retryAfterMs` says when the call could go. */
   readonly code = 'ERR_RATEKEEPER_RATE_LIMITED';
+  /** The refusal: `retryAfterMs` says when the call could go. */
   readonly decision: Rejected;
 
   constructor(key: string, decision: Rejected) {

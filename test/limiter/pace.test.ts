@@ -116,13 +116,13 @@ describe('pace', () => {
   it('refuses bad options with errors naming them', () => {
     const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(1)) });
     const fn = async () => {};
-    expect(() => pace('upload' as never, { limiter, key: 'k' })).toThrow(new TypeError('ratekeeper: `fn` must be a function, got "upload"'));
-    expect(() => pace(fn, null as never)).toThrow(new TypeError('ratekeeper: pace options must be an object, got null'));
-    expect(() => pace(fn, { limiter: {} as never, key: 'k' })).toThrow(new TypeError('ratekeeper: `limiter` must have an acquire() method, got an object'));
-    expect(() => pace(fn, { limiter, key: 7 as never })).toThrow(new TypeError('ratekeeper: `key` must be a string or a function returning one, got 7'));
-    expect(() => pace(fn, { limiter, key: 'k', permits: 0 })).toThrow(new RangeError('ratekeeper: `permits` must be a safe integer of at least 1, got 0'));
-    expect(() => pace(fn, { limiter, key: 'k', signal: {} as never })).toThrow(new TypeError('ratekeeper: `signal` must be an AbortSignal, got an object'));
-    expect(() => pace(fn, { limiter, key: 'k', maxWaitMs: -1 })).toThrow(new RangeError('ratekeeper: `maxWaitMs` must be a finite number of at least 0, got -1'));
+    expect(() => pace('upload' as never, { limiter, key: 'k' })).toThrow(typeError('ratekeeper: `fn` must be a function, got "upload"'));
+    expect(() => pace(fn, null as never)).toThrow(typeError('ratekeeper: pace options must be an object, got null'));
+    expect(() => pace(fn, { limiter: {} as never, key: 'k' })).toThrow(typeError('ratekeeper: `limiter` must have an acquire() method, got an object'));
+    expect(() => pace(fn, { limiter, key: 7 as never })).toThrow(typeError('ratekeeper: `key` must be a string or a function returning one, got 7'));
+    expect(() => pace(fn, { limiter, key: 'k', permits: 0 })).toThrow(rangeError('ratekeeper: `permits` must be a safe integer of at least 1, got 0'));
+    expect(() => pace(fn, { limiter, key: 'k', signal: {} as never })).toThrow(typeError('ratekeeper: `signal` must be an AbortSignal, got an object'));
+    expect(() => pace(fn, { limiter, key: 'k', maxWaitMs: -1 })).toThrow(rangeError('ratekeeper: `maxWaitMs` must be a number of at least 0 (Infinity for no limit), got -1'));
   });
 
   it('waits on real timers while the event loop keeps turning', async () => {

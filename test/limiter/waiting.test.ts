@@ -266,11 +266,11 @@ describe('acquire', () => {
     await expect(limiter.acquire('k', 0)).rejects.toThrow(rangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 0'));
     await expect(limiter.acquire('k', 4)).rejects.toThrow(rangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4'));
     await expect(limiter.acquire('k', 1, { maxWaitMs: -1 })).rejects.toThrow(
-      new RangeError('ratekeeper: `maxWaitMs` must be a finite number of at least 0, got -1'),
+      rangeError('ratekeeper: `maxWaitMs` must be a number of at least 0 (Infinity for no limit), got -1'),
     );
-    await expect(limiter.acquire('k', 1, { maxWaitMs: '5' as never })).rejects.toThrow(new TypeError('ratekeeper: `maxWaitMs` must be a number, got "5"'));
-    await expect(limiter.acquire('k', 1, { signal: 'stop' as never })).rejects.toThrow(new TypeError('ratekeeper: `signal` must be an AbortSignal, got "stop"'));
-    await expect(limiter.acquire('k', 1, null as never)).rejects.toThrow(new TypeError('ratekeeper: acquire options must be an object, got null'));
+    await expect(limiter.acquire('k', 1, { maxWaitMs: '5' as never })).rejects.toThrow(typeError('ratekeeper: `maxWaitMs` must be a number, got "5"'));
+    await expect(limiter.acquire('k', 1, { signal: 'stop' as never })).rejects.toThrow(typeError('ratekeeper: `signal` must be an AbortSignal, got "stop"'));
+    await expect(limiter.acquire('k', 1, null as never)).rejects.toThrow(typeError('ratekeeper: acquire options must be an object, got null'));
     expect(scheduler.pending).toBe(1);
     scheduler.advance(334);
     expect(await waiting).toMatchObject({ allowed: true, remaining: 0 });

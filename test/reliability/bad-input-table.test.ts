@@ -36,6 +36,8 @@ interface Row {
 }
 
 const anyNumberAtLeast0 = (v: unknown) => isFiniteNumber(v) && (v as number) >= 0;
+/** A wait bound: any number of at least 0, `Infinity` (no bound) included. */
+const waitBound = (v: unknown) => v === Infinity || anyNumberAtLeast0(v);
 const permitsUpTo3 = isIntegerIn(1, 3);
 
 const limiterRows: Row[] = [
@@ -47,7 +49,7 @@ const limiterRows: Row[] = [
     return l.acquire('b', v as number);
   } },
   { name: 'acquire options', field: 'acquire options', accepts: optional(isObject), call: (v, l) => l.acquire('q', 1, v as never) },
-  { name: 'acquire { maxWaitMs }', field: '`maxWaitMs`', accepts: optional(anyNumberAtLeast0), call: (v, l) => l.acquire('q', 1, { maxWaitMs: v as number }) },
+  { name: 'acquire { maxWaitMs }', field: '`maxWaitMs`', accepts: optional(waitBound), call: (v, l) => l.acquire('q', 1, { maxWaitMs: v as number }) },
   { name: 'acquire { signal }', field: '`signal`', accepts: (v) => v === undefined, call: (v, l) => l.acquire('q', 1, { signal: v as AbortSignal }) },
   { name: 'reconfigure(algorithm)', field: '`algorithm`', accepts: never, call: (v, l) => l.reconfigure(v as never) },
   { name: 'evictIdle(nowMs)', field: '`nowMs`', accepts: optional(isFiniteNumber), call: (v, l) => l.evictIdle(v as number) },
@@ -60,7 +62,7 @@ const limiterRows: Row[] = [
   { name: 'pace key', field: '`key`', accepts: isString, call: (v, l) => pace(async () => 1, { limiter: l, key: v as string }) },
   { name: 'pace permits', field: '`permits`', accepts: optional(isIntegerIn(1, Number.MAX_SAFE_INTEGER)), call: (v, l) => pace(async () => 1, { limiter: l, key: 'q', permits: v as number }) },
   { name: 'pace signal', field: '`signal`', accepts: (v) => v === undefined, call: (v, l) => pace(async () => 1, { limiter: l, key: 'q', signal: v as AbortSignal }) },
-  { name: 'pace maxWaitMs', field: '`maxWaitMs`', accepts: optional(anyNumberAtLeast0), call: (v, l) => pace(async () => 1, { limiter: l, key: 'q', maxWaitMs: v as number }) },
+  { name: 'pace maxWaitMs', field: '`maxWaitMs`', accepts: optional(waitBound), call: (v, l) => pace(async () => 1, { limiter: l, key: 'q', maxWaitMs: v as number }) },
   { name: 'pace options', field: ['pace options', '`limiter`'], accepts: never, call: (v) => pace(async () => 1, v as never) },
   { name: 'pace fn', field: '`fn`', accepts: never, call: (v, l) => pace(v as never, { limiter: l, key: 'q' }) },
   {
@@ -162,7 +164,7 @@ describe('ManualClock, ManualScheduler and WaitQueue: a refused value moves no t
     ['WaitQueue#acquire(key)', '`key`', (v, s) => queueOn(s).acquire(v as string), isString],
     ['WaitQueue#acquire(key, permits)', '`permits`', (v, s) => queueOn(s).acquire('k', v as number), optional(isIntegerIn(1, Number.MAX_SAFE_INTEGER))],
     ['WaitQueue#acquire options', 'acquire options', (v, s) => queueOn(s).acquire('k', 1, v as never), optional(isObject)],
-    ['WaitQueue#acquire { maxWaitMs }', '`maxWaitMs`', (v, s) => queueOn(s).acquire('k', 1, { maxWaitMs: v as number }), optional(anyNumberAtLeast0)],
+    ['WaitQueue#acquire { maxWaitMs }', '`maxWaitMs`', (v, s) => queueOn(s).acquire('k', 1, { maxWaitMs: v as number }), optional(waitBound)],
   ])('%s', async (_, field, call, accepts) => {
     for (const value of VALUES) {
       const scheduler = new ManualScheduler(5);
@@ -221,7 +223,7 @@ describe('RedisRateLimiter: options and calls under bad values; a refused call s
     ['acquire(key)', '`key`', (v, l) => l.acquire(v as string), isString],
     ['acquire(key, permits)', '`permits`', (v, l) => l.acquire('k', v as number), optional(permitsUpTo3)],
     ['acquire options', 'acquire options', (v, l) => l.acquire('k', 1, v as never), optional(isObject)],
-    ['acquire { maxWaitMs }', '`maxWaitMs`', (v, l) => l.acquire('k', 1, { maxWaitMs: v as number }), optional(anyNumberAtLeast0)],
+    ['acquire { maxWaitMs }', '`maxWaitMs`', (v, l) => l.acquire('k', 1, { maxWaitMs: v as number }), optional(waitBound)],
     ['acquire { signal }', '`signal`', (v, l) => l.acquire('k', 1, { signal: v as AbortSignal }), (v) => v === undefined],
   ])('%s', async (_, field, call, accepts) => {
     const limiter = make({});
