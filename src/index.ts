@@ -1,6 +1,8 @@
 export type { Clock } from './core/clock';
 export { systemClock, ManualClock } from './core/clock';
 export { Rule } from './core/rule';
+export type { ErrorCode } from './core/errors';
+export { ClosedError } from './core/errors';
 export type { Decision, Allowed, Rejected, DegradedReason } from './core/decision';
 export type { RateLimitAlgorithm, PeekableAlgorithm } from './algorithms/algorithm';
 export { TokenBucket } from './algorithms/token-bucket';

@@ -1,5 +1,6 @@
 import { allow, reject, type Decision } from '../core/decision';
 import { typeError } from '../core/errors';
+import { Printable } from '../core/symbols';
 import { checkTime, describe } from '../core/validate';
 import type { PeekableAlgorithm } from './algorithm';
 
@@ -23,7 +24,7 @@ import type { PeekableAlgorithm } from './algorithm';
  * limiter.tryAcquire('user-1').remaining; // 9: the per-second part binds
  * ```
  */
-export class Composite implements PeekableAlgorithm {
+export class Composite extends Printable implements PeekableAlgorithm {
   /** The rules this key is held to, each with its own state; nested composites are flattened. */
   readonly parts: readonly PeekableAlgorithm[];
   /** The latest time a request was granted at: an earlier reading counts as no time passing, as in every part. */
@@ -34,6 +35,7 @@ export class Composite implements PeekableAlgorithm {
    * included: one is known by its `parts` array, so a Composite of the other build is flattened too).
    */
   constructor(parts: readonly PeekableAlgorithm[]) {
+    super();
     if (!Array.isArray(parts) || parts.length === 0) {
       throw typeError(`ratekeeper: \`parts\` must be a non-empty array of algorithms, got ${describe(parts)}`);
     }
@@ -83,6 +85,11 @@ export class Composite implements PeekableAlgorithm {
 
   isIdle(nowMs: number): boolean {
     return this.parts.every((part) => part.isIdle(nowMs));
+  }
+
+  /** A summary for logs and `JSON.stringify`: the parts, each as it summarizes itself. */
+  override toJSON(): { algorithm: 'composite'; parts: readonly PeekableAlgorithm[] } {
+    return { algorithm: 'composite', parts: this.parts };
   }
 
   /**

@@ -1,6 +1,7 @@
 import { allow, reject, type Decision } from '../core/decision';
 import { floorDiv } from '../core/exact';
 import { canonicalRule, type Rule } from '../core/rule';
+import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
 import type { PeekableAlgorithm } from './algorithm';
 
@@ -17,7 +18,7 @@ import type { PeekableAlgorithm } from './algorithm';
  * window.tryAcquire(950).retryAfterMs; // 50: the next window opens at 1000
  * ```
  */
-export class FixedWindow implements PeekableAlgorithm {
+export class FixedWindow extends Printable implements PeekableAlgorithm {
   private readonly rule: Rule;
   /**
    * The index of the window `count` belongs to: window i covers [i·windowMs, (i+1)·windowMs).
@@ -28,6 +29,7 @@ export class FixedWindow implements PeekableAlgorithm {
   private count = 0;
 
   constructor(rule: Rule) {
+    super();
     this.rule = canonicalRule(rule);
   }
 
@@ -41,6 +43,11 @@ export class FixedWindow implements PeekableAlgorithm {
 
   isIdle(nowMs: number): boolean {
     return this.count === 0 || floorDiv(nowMs, this.rule.windowMs) > this.window;
+  }
+
+  /** A summary for logs and `JSON.stringify`: the algorithm and its rule (never the key's state). */
+  override toJSON(): { algorithm: string; rule: Rule } {
+    return { algorithm: 'fixed-window', rule: this.rule };
   }
 
   /** The one place that decides; it writes only when `spend` is set and the request is allowed. */

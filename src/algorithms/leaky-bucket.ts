@@ -1,3 +1,4 @@
+import type { Rule } from '../core/rule';
 import { TokenBucket } from './token-bucket';
 
 /**
@@ -15,4 +16,8 @@ import { TokenBucket } from './token-bucket';
  * meter.tryAcquire(0).retryAfterMs; // 100: one permit leaks out every 100 ms
  * ```
  */
-export class LeakyBucket extends TokenBucket {}
+export class LeakyBucket extends TokenBucket {
+  override toJSON(): { algorithm: string; rule: Rule } {
+    return { ...super.toJSON(), algorithm: 'leaky-bucket' };
+  }
+}

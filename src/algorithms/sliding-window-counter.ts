@@ -1,6 +1,7 @@
 import { allow, reject, type Decision } from '../core/decision';
 import { ceilDiv, floorDiv } from '../core/exact';
 import { canonicalRule, type Rule } from '../core/rule';
+import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
 import type { PeekableAlgorithm } from './algorithm';
 
@@ -22,7 +23,7 @@ import type { PeekableAlgorithm } from './algorithm';
  * counter.tryAcquire(90_000).remaining; // 39: the estimate was 80·½ + 20 = 60, plus this one
  * ```
  */
-export class SlidingWindowCounter implements PeekableAlgorithm {
+export class SlidingWindowCounter extends Printable implements PeekableAlgorithm {
   private readonly rule: Rule;
   /**
    * The index of the current window: window i covers [i·windowMs, (i+1)·windowMs). Meaningless
@@ -34,6 +35,7 @@ export class SlidingWindowCounter implements PeekableAlgorithm {
   private current = 0;
 
   constructor(rule: Rule) {
+    super();
     this.rule = canonicalRule(rule);
   }
 
@@ -50,6 +52,11 @@ export class SlidingWindowCounter implements PeekableAlgorithm {
     if (index >= this.window + 2) return true;
     if (index === this.window + 1) return this.current === 0;
     return this.current === 0 && this.previous === 0;
+  }
+
+  /** A summary for logs and `JSON.stringify`: the algorithm and its rule (never the key's state). */
+  override toJSON(): { algorithm: string; rule: Rule } {
+    return { algorithm: 'sliding-window-counter', rule: this.rule };
   }
 
   /** The one place that decides; it writes only when `spend` is set and the request is allowed. */

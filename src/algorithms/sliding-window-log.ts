@@ -1,5 +1,6 @@
 import { allow, reject, type Decision } from '../core/decision';
 import { canonicalRule, type Rule } from '../core/rule';
+import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
 import type { PeekableAlgorithm } from './algorithm';
 
@@ -21,13 +22,14 @@ import type { PeekableAlgorithm } from './algorithm';
  * log.tryAcquire(800).retryAfterMs; // 300: the hit at 100 leaves at 1100
  * ```
  */
-export class SlidingWindowLog implements PeekableAlgorithm {
+export class SlidingWindowLog extends Printable implements PeekableAlgorithm {
   private readonly rule: Rule;
   private ring: number[] = [];
   private head = 0;
   private size = 0;
 
   constructor(rule: Rule) {
+    super();
     this.rule = canonicalRule(rule);
   }
 
@@ -41,6 +43,11 @@ export class SlidingWindowLog implements PeekableAlgorithm {
 
   isIdle(nowMs: number): boolean {
     return this.size === 0 || this.at(this.size - 1) + this.rule.windowMs <= nowMs;
+  }
+
+  /** A summary for logs and `JSON.stringify`: the algorithm and its rule (never the key's state). */
+  override toJSON(): { algorithm: string; rule: Rule } {
+    return { algorithm: 'sliding-window-log', rule: this.rule };
   }
 
   /** The one place that decides; it writes only when `spend` is set and the request is allowed. */

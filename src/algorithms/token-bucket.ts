@@ -1,6 +1,7 @@
 import { allow, reject, type Decision } from '../core/decision';
 import { ceilDiv, floorDiv, gcd } from '../core/exact';
 import { sharedPerRule, type Rule } from '../core/rule';
+import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
 import type { PeekableAlgorithm } from './algorithm';
 
@@ -9,6 +10,8 @@ import type { PeekableAlgorithm } from './algorithm';
 // `perToken` units. perSecond(4) gives 1 unit per ms and 250 units per token, so "0.4 tokens" is
 // the integer 100 and no rounding ever decides a request.
 export interface Plan {
+  /** The rule the plan was made from, for `toJSON`: the scaled units are no one's business. */
+  readonly rule: Rule;
   readonly limit: number;
   readonly perMs: number;
   readonly perToken: number;
@@ -16,9 +19,10 @@ export interface Plan {
 }
 
 /** A rule in scaled units; the Redis script is given the same numbers, so both decide alike. */
-export function scaledUnits({ limit, windowMs }: Rule): Plan {
+export function scaledUnits(rule: Rule): Plan {
+  const { limit, windowMs } = rule;
   const g = Number.isInteger(windowMs) ? gcd(limit, windowMs) : 1;
-  return { limit, perMs: limit / g, perToken: windowMs / g, capacity: limit * (windowMs / g) };
+  return { rule, limit, perMs: limit / g, perToken: windowMs / g, capacity: limit * (windowMs / g) };
 }
 
 const planFor = sharedPerRule(scaledUnits);
@@ -38,12 +42,13 @@ const planFor = sharedPerRule(scaledUnits);
  * bucket.tryAcquire(0).retryAfterMs; // 250
  * ```
  */
-export class TokenBucket implements PeekableAlgorithm {
+export class TokenBucket extends Printable implements PeekableAlgorithm {
   private readonly plan: Plan;
   private units: number;
   private last = -Infinity;
 
   constructor(rule: Rule) {
+    super();
     this.plan = planFor(rule);
     this.units = this.plan.capacity;
   }
@@ -59,6 +64,11 @@ export class TokenBucket implements PeekableAlgorithm {
   isIdle(nowMs: number): boolean {
     const elapsed = nowMs > this.last ? nowMs - this.last : 0;
     return this.units + elapsed * this.plan.perMs >= this.plan.capacity;
+  }
+
+  /** A summary for logs and `JSON.stringify`: the algorithm and its rule (never the key's state). */
+  override toJSON(): { algorithm: string; rule: Rule } {
+    return { algorithm: 'token-bucket', rule: this.plan.rule };
   }
 
   /** The one place that decides; it writes only when `spend` is set and the request is allowed. */

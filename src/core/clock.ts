@@ -1,4 +1,5 @@
 import { rangeError } from './errors';
+import { Printable } from './symbols';
 import { assertNumber, finiteNumber } from './validate';
 
 /**
@@ -47,11 +48,12 @@ export const systemClock: Clock = {
  * clock.now(); // 1500
  * ```
  */
-export class ManualClock implements Clock {
+export class ManualClock extends Printable implements Clock {
   #nowMs: number;
 
   /** @param startMs the first reading. @default 0 */
   constructor(startMs = 0) {
+    super();
     this.#nowMs = finiteNumber('startMs', startMs);
   }
 
@@ -73,5 +75,10 @@ export class ManualClock implements Clock {
    */
   set(ms: number): void {
     this.#nowMs = finiteNumber('ms', ms);
+  }
+
+  /** A summary for logs and `JSON.stringify`: the reading. */
+  override toJSON(): { now: number } {
+    return { now: this.#nowMs };
   }
 }

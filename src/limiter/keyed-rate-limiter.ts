@@ -2,6 +2,7 @@ import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algori
 import { type Clock, systemClock } from '../core/clock';
 import type { Decision } from '../core/decision';
 import { typeError } from '../core/errors';
+import { Closable } from '../core/symbols';
 import { assertNumber, describe, finiteNumber, integerIn } from '../core/validate';
 import type { AcquireOptions } from './acquire-options';
 import { checkFactory, KeyTable, tableFull } from './key-table';
@@ -54,13 +55,15 @@ export interface KeyedRateLimiterOptions {
  * decision.remaining; // 3
  * ```
  */
-export class KeyedRateLimiter implements RateLimiter {
+export class KeyedRateLimiter extends Closable implements RateLimiter {
   readonly #table: KeyTable;
   readonly #clock: Clock;
   readonly #waiting: WaitQueue;
+  readonly #maxKeys: number;
   #latest = -Infinity;
 
   constructor(options: KeyedRateLimiterOptions) {
+    super();
     if (options === null || typeof options !== 'object') {
       throw typeError(`ratekeeper: KeyedRateLimiter options must be an object, got ${describe(options)}`);
     }
@@ -71,6 +74,7 @@ export class KeyedRateLimiter implements RateLimiter {
     }
     if (maxKeys !== Infinity) integerIn('maxKeys', maxKeys, 1, Number.MAX_SAFE_INTEGER);
     this.#clock = clock;
+    this.#maxKeys = maxKeys;
     this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), schedulerFor(clock));
     this.#table = new KeyTable(algorithm, maxKeys, this.#waiting);
   }
@@ -150,6 +154,31 @@ export class KeyedRateLimiter implements RateLimiter {
     // Checked here, not left to the algorithms: every state is idle at Infinity, so an unchecked
     // reading would forget active keys and forgive what they spent.
     return this.#table.evictIdle(this.#read(finiteNumber('nowMs', nowMs)));
+  }
+
+  /**
+   * Ends waiting: every `acquire` still waiting rejects with a `ClosedError` (code
+   * `ERR_RATEKEEPER_CLOSED`) and spends nothing, its timer is cleared, and later `acquire` calls
+   * reject the same way at once, so nothing this limiter set keeps the process alive. `tryAcquire`
+   * and the other calls that do not wait keep answering: they hold no timer, and a limiter shut down
+   * under requests still in flight should refuse or allow them, not throw. Calling it again does nothing.
+   *
+   * @example
+   * ```ts
+   * import { KeyedRateLimiter, Rule, TokenBucket } from 'ratekeeper';
+   * {
+   *   using limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(5)) });
+   *   limiter.tryAcquire('k');
+   * } // closed here, as by limiter.close()
+   * ```
+   */
+  override close(): void {
+    this.#waiting.close();
+  }
+
+  /** A summary for logs and `JSON.stringify`: resident keys and the bound; never the keys themselves. */
+  override toJSON(): { size: number; maxKeys: number } {
+    return { size: this.size, maxKeys: this.#maxKeys };
   }
 
   /**

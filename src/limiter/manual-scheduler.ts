@@ -1,4 +1,5 @@
 import { rangeError } from '../core/errors';
+import { Printable } from '../core/symbols';
 import { assertNumber, finiteNumber } from '../core/validate';
 import type { Scheduler } from './scheduler';
 
@@ -22,13 +23,14 @@ interface Timer {
  * scheduler.advance(1000); // fires the wait's timer: granted resolves
  * ```
  */
-export class ManualScheduler implements Scheduler {
+export class ManualScheduler extends Printable implements Scheduler {
   #nowMs: number;
   /** Armed timers in the order they were set; firing picks the earliest due, the oldest on a tie. */
   readonly #timers = new Set<Timer>();
 
   /** @param startMs the first reading. @default 0 */
   constructor(startMs = 0) {
+    super();
     this.#nowMs = finiteNumber('startMs', startMs);
   }
 
@@ -39,6 +41,11 @@ export class ManualScheduler implements Scheduler {
   /** How many timers are armed: a test can check that nothing is left waiting. */
   get pending(): number {
     return this.#timers.size;
+  }
+
+  /** A summary for logs and `JSON.stringify`: the reading and the timers armed. */
+  override toJSON(): { now: number; pending: number } {
+    return { now: this.#nowMs, pending: this.pending };
   }
 
   setTimeout(callback: () => void, delayMs: number): unknown {

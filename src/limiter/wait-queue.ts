@@ -1,4 +1,6 @@
 import type { Decision, Rejected } from '../core/decision';
+import { ClosedError } from '../core/errors';
+import { Closable } from '../core/symbols';
 import { typeError } from '../core/errors';
 import { describe, integerIn } from '../core/validate';
 import { type AcquireOptions, readAcquireOptions } from './acquire-options';
@@ -17,6 +19,7 @@ export type AcquireAttempt = (key: string, permits: number) => Decision | Promis
  *
  * Over a store, an abort that arrives while the head's attempt is on its way rejects at once; if
  * that attempt is then granted, its permits stay spent, since a store cannot be asked to take them back.
+ * `close()` (or `using`) ends every wait with a `ClosedError` and clears every timer.
  *
  * @example
  * ```ts
@@ -26,16 +29,18 @@ export type AcquireAttempt = (key: string, permits: number) => Decision | Promis
  * const decision = await waiting.acquire('user-1', 1, { maxWaitMs: 2000 });
  * ```
  */
-export class WaitQueue {
+export class WaitQueue extends Closable {
   readonly #lines = new Map<string, Line>();
   readonly #attempt: AcquireAttempt;
   readonly #scheduler: Scheduler;
+  #closed = false;
 
   /**
    * @param attempt decides one request without waiting.
    * @param scheduler the clock and timers waits follow. @default systemScheduler
    */
   constructor(attempt: AcquireAttempt, scheduler: Scheduler = systemScheduler) {
+    super();
     if (typeof attempt !== 'function') throw typeError(`ratekeeper: \`attempt\` must be a function, got ${describe(attempt)}`);
     this.#attempt = attempt;
     this.#scheduler = checkScheduler(scheduler);
@@ -61,6 +66,7 @@ export class WaitQueue {
       return Promise.reject(error);
     }
     const { signal, maxWaitMs } = read;
+    if (this.#closed) return Promise.reject(closedError());
     if (signal?.aborted === true) return Promise.reject(signal.reason);
     return new Promise<Decision>((resolve, reject) => {
       const deadline = this.#scheduler.now() + maxWaitMs;
@@ -86,6 +92,29 @@ export class WaitQueue {
       this.#disarm(line);
       this.#run(line);
     }
+  }
+
+  /**
+   * Ends waiting for good: every waiter rejects with a `ClosedError` (code `ERR_RATEKEEPER_CLOSED`)
+   * and spends nothing, every timer is cleared, and later `acquire` calls reject the same way at once.
+   * An attempt already on its way to a store is not called back; if it is granted, its permits stay
+   * spent. Calling it again does nothing.
+   */
+  override close(): void {
+    this.#closed = true;
+    for (const line of this.#lines.values()) {
+      if (line.armed) this.#disarm(line);
+      for (let waiter = line.head; waiter !== undefined; waiter = line.head) {
+        leave(line, waiter);
+        waiter.reject(closedError());
+      }
+    }
+    this.#lines.clear();
+  }
+
+  /** A summary for logs: how many keys are waited on. */
+  override toJSON(): { waitingKeys: number; closed: boolean } {
+    return { waitingKeys: this.#lines.size, closed: this.#closed };
   }
 
   /** Tries heads until one must wait (a timer is armed), an answer is awaited, or the line is empty. */
@@ -197,6 +226,10 @@ function checkDecision(decision: unknown): void {
   const d = decision as Partial<Decision> | null;
   if (d === null || typeof d !== 'object' || typeof d.allowed !== 'boolean') throw decisionError(decision);
   if (!d.allowed && !(typeof d.retryAfterMs === 'number' && d.retryAfterMs >= 0)) throw decisionError(decision);
+}
+
+function closedError(): ClosedError {
+  return new ClosedError('ratekeeper: the limiter was closed');
 }
 
 function decisionError(decision: unknown): TypeError {

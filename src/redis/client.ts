@@ -63,6 +63,8 @@ interface AnyShape {
   eval?: unknown;
   isCluster?: unknown;
   getSlotMaster?: unknown;
+  status?: unknown;
+  isOpen?: unknown;
 }
 
 interface IoredisCommands {
@@ -138,6 +140,16 @@ function send(command: () => Promise<unknown>, done: (reply: unknown) => void, f
 export function isClusterClient(client: unknown): boolean {
   const c = shape(client);
   return c.isCluster === true || typeof c.getSlotMaster === 'function';
+}
+
+/**
+ * True once the client is closed for good, so that no command will ever succeed again: ioredis after
+ * `quit()` or `disconnect()` (`status` 'end'), node-redis after `quit()`, `close()` or `destroy()`
+ * (`isOpen` false; it never reconnects on its own). An adapter object is never known to be closed.
+ */
+export function isClientClosed(client: unknown): boolean {
+  const c = shape(client);
+  return c.status === 'end' || c.isOpen === false;
 }
 
 function shape(client: unknown): AnyShape {

@@ -1,16 +1,19 @@
 import { type Clock, systemClock } from '../core/clock';
 import type { Decision } from '../core/decision';
+import { ClosedError } from '../core/errors';
 import { rangeError, typeError } from '../core/errors';
 import { Rule } from '../core/rule';
+import { Closable } from '../core/symbols';
 import { checkPermits, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
 import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
 import { schedulerFor, systemScheduler } from '../limiter/scheduler';
 import { WaitQueue } from '../limiter/wait-queue';
 import { BatchSender, type Call } from './batch-sender';
-import { isClusterClient, toScriptClient } from './client';
+import { isClientClosed, isClusterClient, toScriptClient } from './client';
 import { Coalescer } from './coalescer';
 import type { RedisRateLimiterOptions } from './options';
+import type { RedisAlgorithm } from './scripts';
 import { outagePolicy } from './outage-policy';
 import { RefusalCache } from './refusal-cache';
 import { plans } from './scripts';
@@ -47,9 +50,12 @@ const MAX_BATCH = 32;
  * if (!decision.allowed) console.log(`retry in ${decision.retryAfterMs} ms`);
  * ```
  */
-export class RedisRateLimiter implements AsyncRateLimiter {
+export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
   /** The rule every key is limited by. */
   readonly rule: Rule;
+  readonly #algorithm: RedisAlgorithm;
+  readonly #prefix: string;
+  readonly #timeoutMs: number;
   readonly #keyPrefix: string;
   readonly #clock: Clock | undefined;
   readonly #refusals: RefusalCache | undefined;
@@ -62,6 +68,7 @@ export class RedisRateLimiter implements AsyncRateLimiter {
 
   /** @throws TypeError or RangeError naming the option, before anything is sent to Redis. */
   constructor(options: RedisRateLimiterOptions) {
+    super();
     if (options === null || typeof options !== 'object') {
       throw typeError(`ratekeeper: RedisRateLimiter options must be an object, got ${describe(options)}`);
     }
@@ -70,10 +77,12 @@ export class RedisRateLimiter implements AsyncRateLimiter {
       throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(plans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
     this.rule = toRule(rule);
+    this.#algorithm = algorithm;
     const scriptClient = toScriptClient(client);
     const plan = plans[algorithm];
     const policy = outagePolicy(onStoreError, this.rule);
     if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
+    this.#prefix = prefix;
     this.#keyPrefix = `${prefix}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
     if (clock !== undefined && (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function')) {
       throw typeError(`ratekeeper: \`clock\` must be an object with a now() method, got ${describe(clock)}`);
@@ -84,6 +93,7 @@ export class RedisRateLimiter implements AsyncRateLimiter {
       const message = `\`timeoutMs\` must be an integer from 1 to 2147483647, or Infinity, got ${describe(timeoutMs)}`;
       throw typeof timeoutMs === 'number' ? rangeError(`ratekeeper: ${message}`) : typeError(`ratekeeper: ${message}`);
     }
+    this.#timeoutMs = timeoutMs;
     if (onError !== undefined && typeof onError !== 'function') {
       throw typeError(`ratekeeper: \`onError\` must be a function, got ${describe(onError)}`);
     }
@@ -104,7 +114,14 @@ export class RedisRateLimiter implements AsyncRateLimiter {
     }).send;
     this.#coalescer = batch ? new Coalescer(this.#send, MAX_BATCH) : undefined;
     this.#bySlot = isClusterClient(client);
-    this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), clock === undefined ? systemScheduler : schedulerFor(clock));
+    // A wait ends when the store can no longer answer: with a client closed for good, a degraded
+    // refusal would be tried again for ever, its timer keeping the process alive.
+    const attempt = (key: string, permits: number) =>
+      this.tryAcquire(key, permits).then((decision) => {
+        if (decision.allowed || decision.degraded === undefined || !isClientClosed(client)) return decision;
+        throw new ClosedError('ratekeeper: the Redis client is closed, so this wait could never be granted');
+      });
+    this.#waiting = new WaitQueue(attempt, clock === undefined ? systemScheduler : schedulerFor(clock));
   }
 
   /**
@@ -137,7 +154,9 @@ export class RedisRateLimiter implements AsyncRateLimiter {
    * first in first out among this process's callers (one Redis call in flight per key), each head
    * woken by one timer at its exact `retryAfterMs`, no polling. Callers in other processes compete
    * for the same permits without a shared queue. During an outage the policy's answers apply: a
-   * `'deny'` refusal waits and tries again, `'allow'` resolves at once.
+   * `'deny'` refusal waits and tries again, `'allow'` resolves at once. A wait never outlives the
+   * store: once the client is closed for good (ioredis `quit()`, node-redis `quit()`/`close()`), a
+   * refused waiter rejects with a `ClosedError` instead of trying again.
    *
    * @example
    * ```ts
@@ -152,6 +171,31 @@ export class RedisRateLimiter implements AsyncRateLimiter {
    */
   acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
     return this.#waiting.acquire(key, permits, options);
+  }
+
+  /**
+   * Ends waiting, as `KeyedRateLimiter.close` does: every `acquire` still waiting rejects with a
+   * `ClosedError` (code `ERR_RATEKEEPER_CLOSED`), its timer is cleared, and later `acquire` calls
+   * reject at once. `tryAcquire` keeps answering. The client is yours and stays open: quit it after.
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * const client = new Redis();
+   * const limiter = new RedisRateLimiter({ client, algorithm: 'token-bucket', rule: Rule.perSecond(5), onStoreError: 'deny' });
+   * limiter.close();
+   * await client.quit();
+   * ```
+   */
+  override close(): void {
+    this.#waiting.close();
+  }
+
+  /** A summary for logs and `JSON.stringify`: the algorithm, rule, key prefix and timeout; never the client. */
+  override toJSON(): { algorithm: RedisAlgorithm; rule: Rule; prefix: string; timeoutMs: number } {
+    return { algorithm: this.#algorithm, rule: this.rule, prefix: this.#prefix, timeoutMs: this.#timeoutMs };
   }
 }
 

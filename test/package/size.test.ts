@@ -12,10 +12,12 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * 2026-11-29: the core 5.8 KB, KeyedRateLimiter + TokenBucket 3.7 KB. Waiting, reconfiguration and
  * the sharded key table are methods or parts of `KeyedRateLimiter` (API.md puts `acquire` on the
  * class), so no bundler can shake them out. These budgets stop further growth while the gap is
- * worked on (see the note on issue 7).
+ * worked on (see the note on issue 7). Issue 18 (2026-12-01) added what every limiter must have
+ * (close() and `using`, an error code on every error, a printable summary): measured then, the core
+ * 6.5 KB, KeyedRateLimiter + TokenBucket 4.3 KB; the budgets moved up by as much and no more.
  */
-const CORE_BUDGET = 6.25 * 1024;
-const SHAKEN_BUDGET = 4 * 1024;
+const CORE_BUDGET = 6.75 * 1024;
+const SHAKEN_BUDGET = 4.5 * 1024;
 
 interface Measured {
   minified: number;

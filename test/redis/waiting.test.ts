@@ -2,7 +2,7 @@
 import { describe, expect, test } from 'vitest';
 import { ManualScheduler, Rule } from '../../src/index';
 import { RedisRateLimiter } from '../../src/redis';
-import { useIoredis, redisPort, uniquePrefix } from './helpers/clients';
+import { ioredisClient, nodeRedisClient, useIoredis, redisPort, uniquePrefix } from './helpers/clients';
 
 describe.skipIf(!redisPort)('acquire over Redis', () => {
   const redis = useIoredis();
@@ -42,4 +42,43 @@ describe.skipIf(!redisPort)('acquire over Redis', () => {
     await expect(aborted).rejects.toThrow('gave up');
     expect(await limiter.tryAcquire('third')).toMatchObject({ allowed: true });
   });
+
+  test('close() rejects every waiter with ERR_RATEKEEPER_CLOSED and clears its timer; tryAcquire keeps answering', async () => {
+    const scheduler = new ManualScheduler(1_000_000);
+    const limiter = new RedisRateLimiter({ client: redis, algorithm: 'fixed-window', rule: new Rule(1, 60_000), onStoreError: 'deny', clock: scheduler, prefix: uniquePrefix('close') });
+    expect(await limiter.acquire('k')).toMatchObject({ allowed: true });
+    const waiting = limiter.acquire('k');
+    for (let i = 0; i < 50 && scheduler.pending === 0; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(scheduler.pending).toBe(1);
+    limiter.close();
+    await expect(waiting).rejects.toMatchObject({ name: 'ClosedError', code: 'ERR_RATEKEEPER_CLOSED' });
+    expect(scheduler.pending).toBe(0);
+    await expect(limiter.acquire('other')).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_CLOSED' });
+    expect(await limiter.tryAcquire('other')).toMatchObject({ allowed: true });
+  });
+
+  test.each(['ioredis', 'node-redis'] as const)(
+    "a wait never outlives the store: with 'deny' and a %s client that has quit, waiters reject instead of retrying for ever",
+    async (name) => {
+      const client = name === 'ioredis' ? ioredisClient() : await nodeRedisClient();
+      const errors: unknown[] = [];
+      const limiter = new RedisRateLimiter({
+        client,
+        algorithm: 'token-bucket',
+        rule: new Rule(1, 200),
+        onStoreError: 'deny',
+        onError: (error) => errors.push(error),
+        prefix: uniquePrefix('quit'),
+      });
+      expect(await limiter.acquire('k')).toMatchObject({ allowed: true });
+      const waiting = limiter.acquire('k').catch((error: unknown) => error); // waits about 200 ms for the next permit
+      await client.quit();
+      expect(await waiting).toMatchObject({ name: 'ClosedError', code: 'ERR_RATEKEEPER_CLOSED' });
+      // A wait begun after the quit ends at its first try.
+      await expect(limiter.acquire('later')).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_CLOSED' });
+      const heard = errors.length;
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      expect(errors.length).toBe(heard); // nothing is tried again behind the caller's back
+    },
+  );
 });
