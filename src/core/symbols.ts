@@ -2,6 +2,15 @@
 // `using`. Both hang on symbols, kept in two small base classes: a method with a computed key that is
 // not a `Symbol.<name>` keeps a class in every bundle, used or not, so the keys are written once, here.
 
+declare global {
+  // The two well-known symbols as lib.esnext.disposable and @types/node declare them (identical
+  // declarations merge), so that these types compile for a project whose lib has neither.
+  interface SymbolConstructor {
+    readonly dispose: unique symbol;
+    readonly asyncDispose: unique symbol;
+  }
+}
+
 /** `Symbol.dispose`, or where the runtime lacks it, the registered symbol transpilers use in its place. */
 const disposeSymbol: typeof Symbol.dispose = Symbol.dispose ?? (Symbol.for('Symbol.dispose') as typeof Symbol.dispose);
 
