@@ -1,5 +1,7 @@
 // Shutting down: close() and `using` end every wait, clear every timer, and leave deciding alone.
+import { readFileSync } from 'node:fs';
 import { inspect } from 'node:util';
+import { createContext, runInContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import {
   Composite,
@@ -68,6 +70,23 @@ describe('KeyedRateLimiter.close', () => {
     expect(typeof limiter[Symbol.dispose]).toBe('function');
     expect(typeof limiter[Symbol.asyncDispose]).toBe('function');
     expect(Object.getOwnPropertyNames(Object.getPrototypeOf(Object.getPrototypeOf(limiter)))).not.toContain('undefined');
+  });
+});
+
+describe('a runtime without Symbol.dispose', () => {
+  it('gets the registered symbols transpilers use instead, and no method named "undefined"', () => {
+    // A fresh realm has no Symbol.dispose on Node 20 (Node adds it to the main realm only), as in
+    // older browsers. The built CommonJS file is self-contained, so it runs there as it is.
+    const realm = createContext({ performance, setTimeout, clearTimeout });
+    expect(runInContext('typeof Symbol.dispose', realm)).toBe('undefined');
+    const module = { exports: {} as Record<string, new (...args: never[]) => object> & { Rule: { perSecond(n: number): object } } };
+    const load = runInContext(`(function (module, exports) {${readFileSync('dist/index.cjs', 'utf8')}\n})`, realm) as (m: unknown, e: unknown) => void;
+    load(module, module.exports);
+    const { KeyedRateLimiter: Limiter, TokenBucket: Bucket, Rule: R } = module.exports;
+    const limiter = new (Limiter as new (options: object) => Record<PropertyKey, unknown>)({ algorithm: () => new (Bucket as new (rule: object) => object)(R.perSecond(1)) });
+    expect(typeof limiter[Symbol.for('Symbol.dispose')]).toBe('function');
+    expect(typeof limiter[Symbol.for('Symbol.asyncDispose')]).toBe('function');
+    expect('undefined' in limiter).toBe(false);
   });
 });
 
