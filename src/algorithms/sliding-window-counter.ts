@@ -1,5 +1,5 @@
 import { allow, reject, type Decision } from '../core/decision';
-import { ceilDiv, floorDiv } from '../core/exact';
+import { floorDiv, mulDivCeil, mulDivFloor } from '../core/exact';
 import { canonicalRule, type Rule } from '../core/rule';
 import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
@@ -11,8 +11,10 @@ import type { PeekableAlgorithm } from './algorithm';
  * `estimate + permits <= limit`. Two numbers per key, and it smooths the fixed window's boundary
  * burst; the estimate assumes the previous window's traffic was evenly spread.
  *
- * All comparisons are made on the estimate multiplied by `windowMs`, in integers on an integer
- * clock, so `retryAfterMs` is exact even when the window must roll over once or twice first.
+ * The estimate is compared in whole permits: the previous window's weight, `previous ×
+ * (windowMs - elapsed) / windowMs`, rounded up, is formed exactly (in two-part products when
+ * `limit × windowMs` passes 2^53), so `remaining` and `retryAfterMs` are exact on an integer clock
+ * for every rule, even when the window must roll over once or twice first.
  *
  * @example
  * ```ts
@@ -31,6 +33,11 @@ export class SlidingWindowCounter extends Printable implements PeekableAlgorithm
    * which V8 stores inline instead of boxing (16 bytes less per key).
    */
   private window = 0;
+  /**
+   * How far into its window the latest grant was: a reading earlier than it counts as no time
+   * passing. A small integer for windows under 2^31 ms, stored inline like `window`.
+   */
+  private offset = 0;
   private previous = 0;
   private current = 0;
 
@@ -64,42 +71,47 @@ export class SlidingWindowCounter extends Printable implements PeekableAlgorithm
     const { limit, windowMs: w } = this.rule;
     checkTime(nowMs);
     checkPermits(permits, limit);
-    // A reading from an earlier window than the stored one counts as no time passing.
     const index = floorDiv(nowMs, w);
-    const window = index > this.window || (this.previous === 0 && this.current === 0) ? index : this.window;
+    const fresh = this.previous === 0 && this.current === 0;
+    // A reading earlier than the latest grant counts as no time passing.
+    const window = fresh || index > this.window ? index : this.window;
     const start = window * w;
-    const elapsed = Math.max(nowMs, start) - start;
+    const elapsed = fresh || index > this.window ? nowMs - start : Math.max(nowMs - start, this.offset);
     const previous = window === this.window ? this.previous : window === this.window + 1 ? this.current : 0;
     const current = window === this.window ? this.current : 0;
-    const room = (limit - current) * w - previous * (w - elapsed); // (limit - estimate) · w
-    if (room < permits * w) {
-      const retryAfterMs = retryAfter(room, previous, current, permits, limit, w, elapsed);
-      return reject(limit, Math.max(0, floorDiv(room, w)), retryAfterMs, resetAfter(previous, current, w, elapsed));
+    // Whole permits left: the limit less the count and the previous window's weight, rounded up.
+    const available = limit - current - mulDivCeil(previous, w - elapsed, w);
+    if (available < permits) {
+      const retryAfterMs = retryAfter(previous, current, permits, limit, w, elapsed);
+      return reject(limit, Math.max(0, available), retryAfterMs, resetAfter(previous, current, w, elapsed));
     }
     if (spend) {
       this.window = window;
+      this.offset = elapsed;
       this.previous = previous;
       this.current = current + permits;
     }
-    return allow(limit, floorDiv(room - permits * w, w), resetAfter(previous, current + permits, w, elapsed));
+    return allow(limit, available - permits, resetAfter(previous, current + permits, w, elapsed));
   }
 }
 
 /**
  * The first whole ms at which `permits` would fit. Within the current window the previous window's
- * weight falls by `previous` per ms; in the next one the current count becomes the previous and
+ * weight falls by `previous / w` per ms; in the next one the current count becomes the previous and
  * falls the same way; two windows on, the key is as new and any permitted request fits.
  */
-function retryAfter(room: number, previous: number, current: number, permits: number, limit: number, w: number, elapsed: number): number {
+function retryAfter(previous: number, current: number, permits: number, limit: number, w: number, elapsed: number): number {
   const untilNext = w - elapsed;
-  // Here previous > 0: with no previous weight, a request that fits the count would have been allowed.
-  if (current + permits <= limit) {
-    const wait = ceilDiv(permits * w - room, previous);
+  // The weight may be at most `fits`: previous · (w - elapsed - wait) <= fits · w. With fits >= 0,
+  // fits < previous, or the request would have been allowed.
+  const fits = limit - current - permits;
+  if (fits >= 0 && fits < previous) {
+    const wait = untilNext - mulDivFloor(fits, w, previous);
     if (wait < untilNext) return Math.ceil(wait);
   }
   if (current === 0) return Math.ceil(untilNext);
-  const slack = (limit - permits) * w; // what the count carried into the next window may weigh
-  const intoNext = Math.max(0, ceilDiv(current * w - slack, current));
+  // In the next window the count carried over may weigh at most limit - permits.
+  const intoNext = limit - permits >= current ? 0 : w - mulDivFloor(limit - permits, w, current);
   if (intoNext < w) return Math.ceil(untilNext + intoNext);
   return Math.ceil(untilNext + w);
 }

@@ -1,9 +1,14 @@
-import { rangeError, typeError } from './errors';
-import { assertNumber, describe, integerIn } from './validate';
+import { typeError } from './errors';
+import { describe, integerIn } from './validate';
 
 /**
  * How many permits a key may use per window: `limit` per `windowMs` milliseconds.
  * Each algorithm reads it in its own way (see the algorithm guide in the README).
+ *
+ * `limit` is a safe integer of at least 1 and `windowMs` a whole number of milliseconds from 1 to
+ * {@link Rule.MAX_WINDOW_MS} (2^42 ms, about 139 years); anything else throws. Every rule in that
+ * domain is decided exactly by every algorithm, in memory and over Redis, however large
+ * `limit × windowMs` is.
  *
  * @example
  * ```ts
@@ -15,16 +20,25 @@ import { assertNumber, describe, integerIn } from './validate';
 export class Rule {
   /** The most permits a key may hold or use per window: a positive safe integer. */
   readonly limit: number;
-  /** The window length in milliseconds: a positive finite number. */
+  /** The window length: a whole number of milliseconds from 1 to `Rule.MAX_WINDOW_MS`. */
   readonly windowMs: number;
 
+  /**
+   * The longest window, 2^42 ms (about 139 years). Bounded so that every store can expire a key
+   * after two windows (Redis refuses expiries near 2^63 ms) and so that a window's arithmetic,
+   * `limit × windowMs` below 2^95, stays within the exact two-part products every algorithm and
+   * every Lua script uses. Whole milliseconds because the clock ticks in them: a fractional window
+   * buys no precision a caller can see, and made the window-based algorithms inexact.
+   */
+  static readonly MAX_WINDOW_MS = 2 ** 42;
+
+  /**
+   * @throws TypeError when `limit` or `windowMs` is not a number; RangeError, naming the value, when
+   * `limit` is not a safe integer of at least 1 or `windowMs` not an integer from 1 to `Rule.MAX_WINDOW_MS`.
+   */
   constructor(limit: number, windowMs: number) {
     this.limit = integerIn('limit', limit, 1, Number.MAX_SAFE_INTEGER);
-    assertNumber('windowMs', windowMs);
-    if (!(windowMs > 0 && windowMs < Infinity)) {
-      throw rangeError(`ratekeeper: \`windowMs\` must be a positive finite number, got ${windowMs}`);
-    }
-    this.windowMs = windowMs;
+    this.windowMs = integerIn('windowMs', windowMs, 1, Rule.MAX_WINDOW_MS);
   }
 
   /** `limit` per second. */

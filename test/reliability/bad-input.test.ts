@@ -10,13 +10,13 @@ import { rangeError } from '../../src/core/errors';
 const badNumbers = [Number.NaN, Infinity, -Infinity, -1, 0, 0.5, 2 ** 53, '1', null, undefined, {}, [], 1n, Symbol('x')];
 
 describe('Rule', () => {
-  it.each(badNumbers.map((v) => [v]))('rejects %s as a limit, and as a window unless it is a positive number', (value) => {
+  it.each(badNumbers.map((v) => [v]))('rejects %s as a limit and as a window', (value) => {
     const name = typeof value === 'symbol' ? 'Symbol(x)' : typeof value === 'bigint' ? '1n' : undefined;
     for (const make of [() => new Rule(value as number, 1000), () => Rule.perMinute(value as number)]) {
       expect(make).toThrow(typeof value === 'number' ? RangeError : TypeError);
       expect(make).toThrow(name ?? (typeof value === 'number' ? String(value) : /got/));
     }
-    if (value !== 0.5 && value !== 2 ** 53) expect(() => new Rule(1, value as number)).toThrow(/`windowMs`/);
+    expect(() => new Rule(1, value as number)).toThrow(/`windowMs`/);
   });
 
   test.prop([fc.anything(), fc.anything()])('any pair of values either makes a valid rule or throws a TypeError or RangeError', (limit, windowMs) => {
@@ -29,7 +29,7 @@ describe('Rule', () => {
       return;
     }
     expect(Number.isSafeInteger(rule.limit) && rule.limit >= 1).toBe(true);
-    expect(rule.windowMs > 0 && Number.isFinite(rule.windowMs)).toBe(true);
+    expect(Number.isInteger(rule.windowMs) && rule.windowMs >= 1 && rule.windowMs <= Rule.MAX_WINDOW_MS).toBe(true);
   });
 });
 
