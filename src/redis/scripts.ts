@@ -40,8 +40,8 @@ const tokenBucket: ScriptPlan = {
   script: script(TOKEN_BUCKET, 3),
   // The in-memory bucket's own scaled units, so both decide alike.
   ruleArgs: (rule) => {
-    const { perMs, perToken, capacity } = scaledUnits(rule);
-    return [String(perMs), String(perToken), String(capacity)];
+    const { perMs, perToken, limit } = scaledUnits(rule);
+    return [String(perMs), String(perToken), String(limit)];
   },
 };
 

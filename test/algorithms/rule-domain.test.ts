@@ -64,7 +64,7 @@ function stepTime(dt: number, windowMs: number): number {
 }
 
 /** Permits for a share of the limit; the log stores one entry per permit, so it gets small requests. */
-function permitsFor(share: number, limit: number, small: boolean): number {
+function permitsFor(share: number, limit: number, small = false): number {
   const top = small ? Math.min(limit, 64) : limit;
   return Math.max(1, Math.min(top, Math.floor(share * top)));
 }
@@ -77,7 +77,9 @@ const cases: { name: string; make: (rule: Rule) => PeekableAlgorithm; small?: bo
   { name: 'SlidingWindowCounter', make: (rule) => new SlidingWindowCounter(rule) },
 ];
 
-function play(make: (rule: Rule) => PeekableAlgorithm, scenario: fc.RecordValue<typeof domainScenarioArb>, small = false) {
+type DomainScenario = typeof domainScenarioArb extends fc.Arbitrary<infer T> ? T : never;
+
+function play(make: (rule: Rule) => PeekableAlgorithm, scenario: DomainScenario, small = false) {
   const state = make(scenario.rule);
   let now = scenario.start;
   for (const { dt, share } of scenario.steps) {
