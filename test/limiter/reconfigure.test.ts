@@ -111,6 +111,46 @@ describe('reconfigure', () => {
     expect(limiter.tryAcquire('k', 1)).toMatchObject({ allowed: true, remaining: 0 });
   });
 
+  it('carries what each part used when parts are removed: the hourly part alone keeps the 60 spent', () => {
+    const clock = new ManualClock();
+    const limiter = new KeyedRateLimiter({ algorithm: () => new Composite([new TokenBucket(Rule.perSecond(10)), new SlidingWindowLog(Rule.perHour(100))]), clock });
+    for (let s = 0; s < 6; s++) {
+      expect(limiter.tryAcquire('k', 10).allowed).toBe(true);
+      clock.advance(1000);
+    }
+    limiter.reconfigure(() => new SlidingWindowLog(Rule.perHour(100)));
+    expect(limiter.tryAcquire('k')).toMatchObject({ allowed: true, limit: 100, remaining: 39 });
+  });
+
+  it('never lets an added part forgive: a daily part added to an unchanged 100 per hour takes what the hour counted', () => {
+    const clock = new ManualClock();
+    const hourly = () => new SlidingWindowLog(Rule.perHour(100));
+    const limiter = new KeyedRateLimiter({ algorithm: () => new Composite([new TokenBucket(Rule.perSecond(10)), hourly()]), clock });
+    let granted = 0;
+    const spendFor = (ms: number) => {
+      for (const end = clock.now() + ms; clock.now() < end; clock.advance(100)) if (limiter.tryAcquire('k').allowed) granted++;
+    };
+    spendFor(30 * 60_000);
+    limiter.reconfigure(() => new Composite([new TokenBucket(Rule.perSecond(10)), hourly(), new SlidingWindowLog(new Rule(1000, 86_400_000))]));
+    spendFor(30 * 60_000 - 1000);
+    expect(granted).toBe(100); // all within one hour: never more than the unchanged 100 per hour
+  });
+
+  it('carries a single algorithm into a composite: each new part takes what the old one used', () => {
+    const clock = new ManualClock();
+    const limiter = new KeyedRateLimiter({ algorithm: () => new SlidingWindowLog(Rule.perHour(100)), clock });
+    limiter.tryAcquire('k', 70);
+    limiter.reconfigure(() => new Composite([new TokenBucket(Rule.perSecond(10)), new SlidingWindowLog(Rule.perHour(100))]));
+    // The per-second part has no match and takes the most used, capped at its limit; the hour keeps its 70.
+    expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false, limit: 10, remaining: 0 });
+    for (let s = 0; s < 3; s++) {
+      clock.advance(1000);
+      expect(limiter.tryAcquire('k', 10).allowed).toBe(true);
+    }
+    clock.advance(1000);
+    expect(limiter.tryAcquire('k', 10)).toMatchObject({ allowed: false, limit: 100, remaining: 0 });
+  });
+
   it('keeps what each key spent when the sweep carries keys over as new keys arrive', () => {
     const clock = new ManualClock();
     const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(2)), clock });
