@@ -117,16 +117,26 @@ export class KeyTable {
     this.#switchedAt = now;
   }
 
-  /** Removes every idle key not waited on, in one pass; returns how many. */
+  /**
+   * Removes every idle key not waited on, in one pass; returns how many. Keys from before the last
+   * switch are carried over first (those idle at the switch dropped), so a key that went idle
+   * after the switch is judged now under its new state, as a key that arrived after it is.
+   */
   evictIdle(now: number): number {
     let removed = 0;
-    for (const [states, at] of [[this.#current, now], [this.#previous, this.#switchedAt]] as const) {
-      for (const [key, state] of states) {
-        if (this.#forgettable(key, state, at)) {
-          states.delete(key);
-          this.#removed(key);
-          removed++;
-        }
+    for (const [key, old] of this.#previous) {
+      if (this.#forgettable(key, old, this.#switchedAt)) {
+        this.#previous.delete(key);
+        removed++;
+      } else {
+        this.#carry(key, old);
+      }
+    }
+    for (const [key, state] of this.#current) {
+      if (this.#forgettable(key, state, now)) {
+        this.#current.delete(key);
+        this.#removed(key);
+        removed++;
       }
     }
     return removed;

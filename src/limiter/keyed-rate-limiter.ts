@@ -1,9 +1,9 @@
 import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
 import { type Clock, systemClock } from '../core/clock';
-import type { Decision } from '../core/decision';
+import { type Decision, type Rejected, reject } from '../core/decision';
 import { typeError } from '../core/errors';
 import { Closable } from '../core/symbols';
-import { assertNumber, describe, finiteNumber, integerIn } from '../core/validate';
+import { describe, finiteNumber, integerIn } from '../core/validate';
 import type { AcquireOptions } from './acquire-options';
 import { checkFactory, KeyTable, tableFull } from './key-table';
 import { type Scheduler, schedulerFor } from './scheduler';
@@ -75,7 +75,7 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     if (maxKeys !== Infinity) integerIn('maxKeys', maxKeys, 1, Number.MAX_SAFE_INTEGER);
     this.#clock = clock;
     this.#maxKeys = maxKeys;
-    this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), schedulerFor(clock));
+    this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), schedulerFor(clock), (key, permits) => this.#standing(key, permits));
     this.#table = new KeyTable(algorithm, maxKeys, this.#waiting);
   }
 
@@ -111,10 +111,10 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    */
   acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
     if (this.#waiting.has(key)) {
-      // Behind others, a request larger than the limit would hear so only at its turn: check it now.
-      const state = (this.#table.get(key) ?? this.#table.carried(key)) as Partial<PeekableAlgorithm> | undefined;
+      // Behind others, a request larger than the limit would hear so only at its turn: check it now,
+      // on a fresh state when the key waits without being resident (its first try found the table full).
       try {
-        state?.peek?.(this.#clock.now(), permits);
+        (this.#stateOf(key) as Partial<PeekableAlgorithm>).peek?.(this.#clock.now(), permits);
       } catch (error) {
         return Promise.reject(error);
       }
@@ -147,13 +147,16 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
   }
 
   /**
-   * Forgets every idle key now (a full pass over the table) and returns how many were removed.
+   * Forgets every key idle at `nowMs` (a full pass over the table) and returns how many were removed.
    * Keys someone waits on stay. Never needed for bounded memory; useful before measuring or shutting down.
+   * A `nowMs` ahead of the clock is read as the clock's reading: a key idle only in the future is
+   * still active, and the limiter's time is never moved by this call.
    */
-  evictIdle(nowMs: number = this.#clock.now()): number {
-    // Checked here, not left to the algorithms: every state is idle at Infinity, so an unchecked
-    // reading would forget active keys and forgive what they spent.
-    return this.#table.evictIdle(this.#read(finiteNumber('nowMs', nowMs)));
+  evictIdle(nowMs?: number): number {
+    const now = this.#read(this.#clock.now());
+    // Checked here, not left to the algorithms: every state is idle at Infinity.
+    const at = nowMs === undefined ? now : Math.min(finiteNumber('nowMs', nowMs), now);
+    return this.#table.evictIdle(at);
   }
 
   /**
@@ -187,13 +190,40 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * reading would otherwise start fresh and be granted what it had already spent.
    */
   #read(reading: number): number {
-    // A reading that is no number (a string compares as one) must never become the latest reading,
-    // which every later call would then be held to.
-    if (typeof reading !== 'number') assertNumber('nowMs', reading);
+    // A reading that is no number (a string compares as one) or not finite must never become the
+    // latest reading, which every later call would then be held to, nor pass as an earlier one.
+    if (!Number.isFinite(reading)) finiteNumber('nowMs', reading);
     if (reading < this.#latest) return this.#latest;
-    // NaN and Infinity are left for the algorithm to refuse, and never become the latest reading.
-    if (reading < Infinity) this.#latest = reading;
+    this.#latest = reading;
     return reading;
+  }
+
+  /**
+   * How `key` stands now, spending nothing, for a caller that waits behind others (see
+   * `StandingProbe`): a refusal of `permits` is that; when they fit, a request for one more than
+   * is available is refused, and its refusal tells the key's remaining and reset now.
+   */
+  #standing(key: string, permits: number): Rejected | undefined {
+    const state = this.#stateOf(key) as Partial<PeekableAlgorithm>;
+    if (typeof state.peek !== 'function') return undefined;
+    const now = this.#read(this.#clock.now());
+    const decision = state.peek(now, permits);
+    if (!decision.allowed) return decision;
+    const { limit, remaining, resetAfterMs } = decision;
+    const available = remaining + permits;
+    if (available === limit) return reject(limit, available, 0, 0);
+    try {
+      const more = state.peek(now, available + 1);
+      return reject(limit, available, 0, more.resetAfterMs);
+    } catch {
+      // A composite's binding limit may exceed its smallest part's: the reset after this request is the nearest known.
+      return reject(limit, available, 0, resetAfterMs);
+    }
+  }
+
+  /** The state a key is decided by now: resident, carried over from before a switch, or fresh (not stored). */
+  #stateOf(key: string): RateLimitAlgorithm {
+    return this.#table.get(key) ?? this.#table.carried(key) ?? this.#table.create(key);
   }
 
   #admit(key: string, permits: number, now: number): Decision {

@@ -11,6 +11,14 @@ import { delayOf, join, leave, type Line, openLine, type Waiter } from './wait-l
 export type AcquireAttempt = (key: string, permits: number) => Decision | Promise<Decision>;
 
 /**
+ * How a key stands now, read without spending, for a caller that cannot be tried yet because
+ * others are ahead: the key's `limit`, `remaining` and `resetAfterMs` now, and in `retryAfterMs`
+ * the wait the caller's own permits would need were nobody ahead (0 when they fit now). Undefined
+ * when it cannot be read (the key's answer then comes from the head's last refusal).
+ */
+export type StandingProbe = (key: string, permits: number) => Rejected | undefined;
+
+/**
  * Makes callers wait, first in first out per key, over any limiter that decides without waiting,
  * synchronously or over a store. Only the head of each key's line is ever tried, on one timer set
  * for its exact `retryAfterMs`, so no request overtakes an earlier one, nothing polls, and no timer
@@ -34,16 +42,22 @@ export class WaitQueue extends Closable {
   readonly #attempt: AcquireAttempt;
   readonly #scheduler: Scheduler;
   #closed = false;
+  readonly #standing: StandingProbe | undefined;
 
   /**
    * @param attempt decides one request without waiting.
    * @param scheduler the clock and timers waits follow. @default systemScheduler
+   * @param standing reads a key without spending. With it, a caller behind others whose own permits
+   * cannot fit before its deadline, however the line moves, is answered at once, and a caller
+   * turned away hears the key's state now. @default undefined
    */
-  constructor(attempt: AcquireAttempt, scheduler: Scheduler = systemScheduler) {
+  constructor(attempt: AcquireAttempt, scheduler: Scheduler = systemScheduler, standing?: StandingProbe | undefined) {
     super();
     if (typeof attempt !== 'function') throw typeError(`ratekeeper: \`attempt\` must be a function, got ${describe(attempt)}`);
+    if (standing !== undefined && typeof standing !== 'function') throw typeError(`ratekeeper: \`standing\` must be a function, got ${describe(standing)}`);
     this.#attempt = attempt;
     this.#scheduler = checkScheduler(scheduler);
+    this.#standing = standing;
   }
 
   /** Whether anyone waits on `key`: a limiter keeps such a key resident even when it is idle. */
@@ -79,7 +93,7 @@ export class WaitQueue extends Closable {
         this.#run(line);
       } else {
         join(line, waiter);
-        if (line.armed && line.dueMs > deadline) this.#turnAway(line, waiter);
+        if (line.armed && deadline < Infinity) this.#turnAwayIfLate(line, waiter);
       }
       if (waiter.queued && signal !== undefined) this.#listen(line, waiter, signal);
     });
@@ -186,13 +200,26 @@ export class WaitQueue extends Closable {
   }
 
   /**
-   * Settles a waiter that cannot be granted before its deadline because the head goes later. It
-   * gets the key's refusal with `retryAfterMs` until the head's turn: the least it would wait.
+   * Turns away a caller just queued behind others if it cannot be granted by its deadline: the head
+   * goes later, or its own permits do not fit until later even were nobody ahead (those ahead only
+   * spend, so the key gets no better before its turn).
    */
-  #turnAway(line: Line, waiter: Waiter): void {
-    const retryAfterMs = Math.ceil(line.dueMs - this.#scheduler.now());
+  #turnAwayIfLate(line: Line, waiter: Waiter): void {
+    const standing = this.#standing?.(line.key, waiter.permits);
+    const now = this.#scheduler.now();
+    if (line.dueMs > waiter.deadline || (standing !== undefined && now + standing.retryAfterMs > waiter.deadline)) this.#turnAway(line, waiter, standing);
+  }
+
+  /**
+   * Settles a waiter that cannot be granted before its deadline. It gets the key's state now (or,
+   * unreadable, the head's last refusal) with `retryAfterMs` the least it would wait: until the
+   * head's turn, or its own permits' wait if that is longer.
+   */
+  #turnAway(line: Line, waiter: Waiter, standing = this.#standing?.(line.key, waiter.permits)): void {
+    const untilHead = Math.ceil(line.dueMs - this.#scheduler.now());
+    const retryAfterMs = Math.max(untilHead, standing?.retryAfterMs ?? 0, 1);
     leave(line, waiter);
-    waiter.resolve({ ...(line.refusal as Rejected), retryAfterMs });
+    waiter.resolve({ ...(standing ?? (line.refusal as Rejected)), retryAfterMs });
   }
 
   #listen(line: Line, waiter: Waiter, signal: AbortSignal): void {

@@ -55,11 +55,44 @@ describe('KeyedRateLimiter', () => {
     limiter.tryAcquire('a');
     clock.advance(600);
     limiter.tryAcquire('b');
-    expect(limiter.evictIdle(1000)).toBe(1);
-    expect(limiter.size).toBe(1);
-    // The time given to evictIdle counts as a reading: the clock's 600 ms is now in the past.
-    expect(limiter.tryAcquire('b')).toMatchObject({ allowed: false, retryAfterMs: 600 });
     expect(limiter.evictIdle()).toBe(0);
+    clock.advance(400);
+    expect(limiter.evictIdle()).toBe(1);
+    expect(limiter.size).toBe(1);
+    expect(limiter.tryAcquire('b')).toMatchObject({ allowed: false, retryAfterMs: 600 });
+  });
+
+  it('never forgives nor poisons when evictIdle is given a reading ahead of the clock', () => {
+    const clock = new ManualClock();
+    const limiter = new KeyedRateLimiter({ algorithm: bucketOf(1), clock });
+    limiter.tryAcquire('a');
+    expect(limiter.evictIdle(1000)).toBe(0); // 'a' is idle at 1000, but the clock says 0: still active
+    expect(limiter.tryAcquire('a')).toMatchObject({ allowed: false, retryAfterMs: 1000 });
+    expect(limiter.evictIdle(1e300)).toBe(0);
+    clock.advance(1000);
+    expect(limiter.tryAcquire('a')).toMatchObject({ allowed: true, remaining: 0, resetAfterMs: 1000 });
+    expect(() => limiter.evictIdle(Infinity)).toThrow(new RangeError('ratekeeper: `nowMs` must be a finite number, got Infinity'));
+  });
+
+  it('evictIdle after reconfigure removes keys that went idle after the switch', () => {
+    const clock = new ManualClock();
+    const limiter = new KeyedRateLimiter({ algorithm: bucketOf(1), clock });
+    limiter.tryAcquire('a');
+    limiter.tryAcquire('b');
+    limiter.reconfigure(bucketOf(2));
+    clock.advance(2000);
+    expect(limiter.evictIdle()).toBe(2);
+    expect(limiter.size).toBe(0);
+    expect(limiter.evictIdle()).toBe(0);
+  });
+
+  it('refuses a -Infinity reading after a valid one, as NaN and +Infinity', () => {
+    const readings = [5, -Infinity, Number.NaN, Infinity];
+    const limiter = new KeyedRateLimiter({ algorithm: bucketOf(1), clock: { now: () => readings.shift() as number } });
+    limiter.tryAcquire('a');
+    expect(() => limiter.tryAcquire('a')).toThrow(new RangeError('ratekeeper: `nowMs` must be a finite number, got -Infinity'));
+    expect(() => limiter.tryAcquire('a')).toThrow(new RangeError('ratekeeper: `nowMs` must be a finite number, got NaN'));
+    expect(() => limiter.tryAcquire('a')).toThrow(new RangeError('ratekeeper: `nowMs` must be a finite number, got Infinity'));
   });
 
   // The table remembers the last key it found, so a hot key skips the map lookup. Each way a key

@@ -223,6 +223,45 @@ describe('acquire', () => {
     expect(await next).toMatchObject({ allowed: true });
   });
 
+  it('tells a caller turned away behind others how the key stands now, not what the head heard', async () => {
+    const scheduler = new ManualScheduler();
+    const limiter = new KeyedRateLimiter({ algorithm: bucket(4, 4000), clock: scheduler });
+    limiter.tryAcquire('k', 4);
+    const head = limiter.acquire('k', 4); // goes at 4000
+    scheduler.advance(3000);
+    expect(await limiter.acquire('k', 1, { maxWaitMs: 0 })).toEqual({ allowed: false, limit: 4, remaining: 3, retryAfterMs: 1000, resetAfterMs: 1000 });
+    scheduler.advance(1000);
+    expect(await head).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('answers at once a caller whose own permits cannot fit by its deadline, however the line ahead moves', async () => {
+    const scheduler = new ManualScheduler();
+    const limiter = new KeyedRateLimiter({ algorithm: bucket(4, 4000), clock: scheduler });
+    limiter.tryAcquire('k', 4);
+    const head = limiter.acquire('k', 1); // goes at 1000
+    let settled = false;
+    const late = limiter.acquire('k', 3, { maxWaitMs: 2000 }).then((decision) => {
+      settled = true;
+      return decision;
+    });
+    await Promise.resolve();
+    expect(settled).toBe(true); // 3 permits need 3000 ms even alone: it never waits for nothing
+    expect(await late).toEqual({ allowed: false, limit: 4, remaining: 0, retryAfterMs: 3000, resetAfterMs: 4000 });
+    scheduler.advance(1000);
+    expect(await head).toMatchObject({ allowed: true });
+  });
+
+  it('rejects a request larger than the limit on a key that waits without being resident, as on a resident key', async () => {
+    const scheduler = new ManualScheduler();
+    const limiter = new KeyedRateLimiter({ algorithm: bucket(1, 1000), clock: scheduler, maxKeys: 1 });
+    limiter.tryAcquire('a');
+    const b = limiter.acquire('b'); // the table is full: 'b' waits without a slot
+    expect(limiter.size).toBe(1);
+    await expect(limiter.acquire('b', 2)).rejects.toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 1, got 2'));
+    scheduler.advance(1000);
+    expect(await b).toMatchObject({ allowed: true });
+  });
+
   it('on abort rejects with signal.reason, spends nothing, and lets the next in line go at once', async () => {
     const scheduler = new ManualScheduler();
     const limiter = new KeyedRateLimiter({ algorithm: bucket(4, 4000), clock: scheduler });
