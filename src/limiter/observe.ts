@@ -1,7 +1,7 @@
 import type { Allowed, Decision, DegradedReason, Rejected } from '../core/decision';
 import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
-import type { AcquireOptions } from './acquire-options';
+import { type AcquireOptions, readAcquireOptions } from './acquire-options';
 import type { AsyncRateLimiter, RateLimiter } from './keyed-rate-limiter';
 import type { WaitingRateLimiter } from './pace';
 
@@ -162,8 +162,20 @@ export function observe<L extends RateLimiter | AsyncRateLimiter>(limiter: L, op
   const observed: Partial<Record<'tryAcquire' | 'acquire', unknown>> = { tryAcquire };
   if (typeof inner.acquire === 'function') {
     // Waiting is how a limit refuses a patient caller, so in shadow mode a wait is a refusal, let through at once.
-    observed.acquire = (key: string, permits = 1, options?: AcquireOptions) =>
-      inner.acquire!(key, permits, shadow ? { ...options, maxWaitMs: 0 } : options).then((settled) => report(key, permits, settled));
+    observed.acquire = (key: string, permits = 1, options?: AcquireOptions) => {
+      let forwarded = options;
+      if (shadow) {
+        // Checked as the inner limiter would, before `maxWaitMs` is replaced: a bad option is an error here too.
+        let signal: AbortSignal | undefined;
+        try {
+          signal = readAcquireOptions(options).signal;
+        } catch (error) {
+          return Promise.reject(error);
+        }
+        forwarded = signal === undefined ? { maxWaitMs: 0 } : { signal, maxWaitMs: 0 };
+      }
+      return inner.acquire!(key, permits, forwarded).then((settled) => report(key, permits, settled));
+    };
   }
   return observed as Observed<L>;
 }

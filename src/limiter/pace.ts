@@ -87,12 +87,30 @@ export function pace<A extends unknown[], R>(fn: (...args: A) => R, options: Pac
   }
   if (typeof permits !== 'function') integerIn('permits', permits, 1, Number.MAX_SAFE_INTEGER);
   const wait: AcquireOptions = {};
-  if (checkSignal(signal) !== undefined) wait.signal = signal as AbortSignal;
   if (maxWaitMs !== undefined) wait.maxWaitMs = checkMaxWait(maxWaitMs);
+  // One listener on the caller's signal for all calls, however many wait (200 queued uploads would
+  // otherwise add 200 and trip Node's MaxListenersExceededWarning): it aborts each waiting call's own signal.
+  const waiting = new Set<AbortController>();
+  checkSignal(signal)?.addEventListener('abort', () => {
+    for (const call of waiting) call.abort(signal?.reason);
+  }, { once: true });
   return async function paced(this: unknown, ...args: A): Promise<Awaited<R>> {
     // Everything up to the first await runs at call time, so calls join the line in call order.
     const k = typeof key === 'function' ? key(...args) : key;
-    const decision = await limiter.acquire(k, typeof permits === 'function' ? permits(...args) : permits, wait);
+    const n = typeof permits === 'function' ? permits(...args) : permits;
+    let decision: Decision;
+    if (signal === undefined) {
+      decision = await limiter.acquire(k, n, wait);
+    } else {
+      const call = new AbortController();
+      if (signal.aborted) call.abort(signal.reason);
+      waiting.add(call);
+      try {
+        decision = await limiter.acquire(k, n, { ...wait, signal: call.signal });
+      } finally {
+        waiting.delete(call);
+      }
+    }
     if (!decision.allowed) throw new RateLimitedError(k, decision);
     return await fn.apply(this, args);
   };

@@ -281,6 +281,19 @@ describe('observe in shadow mode', () => {
     expect(events).toHaveLength(2);
   });
 
+  it('checks acquire options in shadow mode as the inner limiter would, before replacing maxWaitMs', async () => {
+    const inner = new KeyedRateLimiter({ algorithm: () => new TokenBucket(new Rule(1, 1000)), clock: new ManualScheduler() });
+    const { events, options } = recorder({ shadow: true });
+    const observed = observe(inner, options);
+    await expect(observed.acquire('k', 1, null as never)).rejects.toThrow(new TypeError('ratekeeper: acquire options must be an object, got null'));
+    await expect(observed.acquire('k', 1, 'x' as never)).rejects.toThrow(new TypeError('ratekeeper: acquire options must be an object, got "x"'));
+    await expect(observed.acquire('k', 1, { maxWaitMs: -5 })).rejects.toThrow(
+      new RangeError('ratekeeper: `maxWaitMs` must be a finite number of at least 0, got -5'),
+    );
+    expect(events).toHaveLength(0);
+    expect(inner.size).toBe(0);
+  });
+
   it('lets a degraded refusal through as well, reporting its reason', async () => {
     const down = () => Promise.reject(new Error('connection refused'));
     const redis = new RedisRateLimiter({ client: { evalsha: down, eval: down }, algorithm: 'fixed-window', rule: Rule.perSecond(4), onStoreError: 'deny', clock: new ManualClock() });

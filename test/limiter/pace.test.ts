@@ -1,4 +1,5 @@
 import { fc, test } from '@fast-check/vitest';
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualScheduler, pace, RateLimitedError, Rule, TokenBucket } from '../../src/index';
 import { algorithms, boundName, type Grant, recording, worstExcess } from '../support/algorithms';
@@ -78,6 +79,20 @@ describe('pace', () => {
     expect(ran).toEqual([1]);
     expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 1000 }); // only the first spent
     expect(scheduler.pending).toBe(0);
+  });
+
+  it('listens once on its signal however many calls wait: two hundred calls, one abort listener', async () => {
+    const scheduler = new ManualScheduler();
+    const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(5)), clock: scheduler });
+    const online = new AbortController();
+    const paced = pace(async (i: number) => i, { limiter, key: 'uploads', signal: online.signal });
+    const calls = Array.from({ length: 200 }, (_, i) => paced(i));
+    expect(getEventListeners(online.signal, 'abort')).toHaveLength(1);
+    online.abort(new Error('offline'));
+    const settled = await Promise.allSettled(calls);
+    expect(settled.filter((s) => s.status === 'fulfilled')).toHaveLength(5);
+    expect(settled.filter((s) => s.status === 'rejected' && (s.reason as Error).message === 'offline')).toHaveLength(195);
+    await expect(paced(201)).rejects.toThrow('offline');
   });
 
   it('rejects a call that would wait longer than maxWaitMs with a RateLimitedError carrying the refusal', async () => {
