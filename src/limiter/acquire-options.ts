@@ -18,7 +18,8 @@ export interface AcquireOptions {
   signal?: AbortSignal | undefined;
   /**
    * The longest wait accepted, in ms, from 0 to `Infinity`. A request that would wait longer resolves
-   * with the `Rejected` decision as soon as that is known: at once when nobody is ahead of it.
+   * with the `Rejected` decision as soon as that is known: at once when nobody is ahead of it, and
+   * on a `KeyedRateLimiter` also when the first in line, or its own permits, cannot be ready in time.
    * @default Infinity (no limit)
    */
   maxWaitMs?: number | undefined;

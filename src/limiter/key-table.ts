@@ -1,29 +1,28 @@
-import type { RateLimitAlgorithm } from '../algorithms/algorithm';
+import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
 import { type Decision, degrade, reject } from '../core/decision';
 import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
 import { carryOver } from './carry-over';
+import { IdleHeap } from './idle-heap';
 import { ShardedMap } from './sharded-map';
 
 type Factory = (key: string) => RateLimitAlgorithm;
 
 /**
- * Entries examined each time a new key is stored. Two is the fewest that keep a table within twice
- * its active keys (the README's claim, tested in test/limiter/flood.test.ts): new keys arriving
- * steadily, each active for a second, kept 1.5x the active keys resident with two; with one the
- * table had reached 4.4x and was still growing.
+ * Entries examined each time a new key is stored, until the table is first full. Two is the fewest
+ * that keep a table within twice its active keys (the README's claim, tested in
+ * test/limiter/flood.test.ts): new keys arriving steadily, each active for a second, kept 1.5x the
+ * active keys resident with two; with one the table had reached 4.4x and was still growing.
  *
- * Under a flood of new keys into a full table, the same sweep is what admits newcomers, and most of
- * what a flood call costs beyond a resident key's (bench/flood.ts, same runs, per entry count:
- * 0: 1.6-1.7x a steady call, 17% of newcomers admitted; 1: 2.1-2.2x, 35%; 2: 2.3-2.6x, 46%; 4: 2.9x, 59%).
+ * A full table no longer relies on the sweep to admit newcomers (it admitted 46% of a flood's
+ * newcomers in bench/flood.ts while 60% could fit): the idle heap finds an idle key whenever one is
+ * resident, and admits exactly the 60%.
  */
 const SWEEP_PER_NEW_KEY = 2;
-/** Entries examined, at most, to find room for a new key in a full table; a caller never waits on a full sweep. */
-const SWEEP_WHEN_FULL = 32;
 
 /**
- * The resident keys of a keyed limiter, reclaimed a few at a time as new keys arrive, and carried
- * over to a new rule a few at a time after a reconfiguration.
+ * The resident keys of a keyed limiter, reclaimed a few at a time as new keys arrive (once full, in
+ * the order they go idle), and carried over to a new rule a few at a time after a reconfiguration.
  *
  * A reconfiguration does not touch any state: it sets the current map aside as `previous`. A key
  * found there is carried over to the new factory's state on its first use, and the sweep carries
@@ -46,8 +45,14 @@ export class KeyTable {
    * bench/latency.ts.
    */
   readonly #pinned: { has(key: string): boolean };
-  /** The reading at which a search of a full table last found no idle key (see `add`). */
-  #fullAt = Number.NaN;
+  /**
+   * Once the table has been full (with `maxKeys`), every resident key by the earliest time it could
+   * be idle, so that a full table finds an idle key whenever there is one, without a search: a
+   * newcomer is refused only when no resident key (not waited on) is idle. Built when the table
+   * first fills and kept while it stays full; until then the sweep reclaims, and nothing is spent
+   * on it (a heap entry per admission kept reclaimed states alive: 2.3x the CPU, most of it GC).
+   */
+  #idle: IdleHeap | undefined;
   /**
    * The last key found in `#current`, and its state: a hot key skips the map lookup (one hot key:
    * 1.42-1.58x the floor without, 1.27x with, in the same kind of run). Every removal from
@@ -90,20 +95,63 @@ export class KeyTable {
     return this.#factory(key);
   }
 
-  /** Stores a new key's state after reclaiming a few idle keys; false when the table is full of active keys. */
-  add(key: string, state: RateLimitAlgorithm, now: number): boolean {
-    this.#sweep(now, SWEEP_PER_NEW_KEY);
-    // A full table is searched at most once per clock reading. Under a flood of new keys, a search
-    // per refused key made each call cost 5.3x a resident key's (bench/flood.ts); once per reading,
-    // 2.7x. Reclaiming goes on meanwhile through the per-new-key sweep above, so an idle key missed
-    // now is found a little later; a table of up to 32 keys is searched whole each time it is searched.
-    if (this.size >= this.#maxKeys && now !== this.#fullAt) {
-      this.#sweep(now, SWEEP_WHEN_FULL, this.#maxKeys - 1);
-      if (this.size >= this.#maxKeys) this.#fullAt = now;
-    }
+  /**
+   * Stores a new key's state, granted at `now` with `resetAfterMs` until it is as new, after
+   * reclaiming a few idle keys; false when the table is full and no key in it is idle.
+   */
+  add(key: string, state: RateLimitAlgorithm, now: number, resetAfterMs: number): boolean {
+    // While the heap is kept, it reclaims: a sweep would leave entries behind for keys it removed.
+    if (this.#idle === undefined) this.#sweep(now, SWEEP_PER_NEW_KEY);
+    if (this.size >= this.#maxKeys) this.#reclaimOne(now);
     if (this.size >= this.#maxKeys) return false;
     this.#current.set(key, state);
+    // A custom algorithm's reset is taken as it comes, but never as earlier than now, nor NaN.
+    const at = now + resetAfterMs;
+    this.#remember(at > now ? at : now, key, state);
     return true;
+  }
+
+  /**
+   * Removes one idle key, if any is resident, taking keys in the order they could go idle. Each
+   * entry that comes up too early (its key was used since) is pushed again at the key's true idle
+   * time, so it comes up again only after another grant: the work is a few heap steps per grant.
+   */
+  #reclaimOne(now: number): void {
+    const idle = (this.#idle ??= this.#idleHeap(now));
+    while (idle.first <= now) {
+      const [key, state] = idle.pop();
+      if (this.#current.get(key) === state) {
+        if (this.#forgettable(key, state, now)) {
+          this.#current.delete(key);
+          this.#removed(key);
+          return;
+        }
+        idle.push(idleAt(state, now), key, state);
+      } else if (this.#previous.get(key) === state) {
+        if (this.#forgettable(key, state, this.#switchedAt)) {
+          this.#previous.delete(key);
+          return;
+        }
+        this.#carry(key, state); // remembered again under its new state, from the switch on
+      }
+      // Otherwise the key left the table, or its state was replaced: the entry is dropped.
+    }
+  }
+
+  /** Every resident key by the earliest time it could be idle: one pass, when the table first fills. */
+  #idleHeap(now: number): IdleHeap {
+    const idle = new IdleHeap();
+    for (const [key, state] of this.#previous) idle.push(this.#switchedAt, key, state);
+    for (const [key, state] of this.#current) idle.push(state.isIdle(now) ? now : idleAt(state, now), key, state);
+    return idle;
+  }
+
+  #remember(at: number, key: string, state: RateLimitAlgorithm): void {
+    const idle = this.#idle;
+    if (idle === undefined) return;
+    idle.push(at, key, state);
+    // Entries of keys the sweep reclaimed are dropped only when they come up; keep them few.
+    if (idle.size > 2 * this.#maxKeys + 1024) idle.retain((k, st) => this.#current.get(k) === st || this.#previous.get(k) === st);
   }
 
   /** Switches to a new factory at `now`; keys are carried over lazily (see the class comment). */
@@ -139,6 +187,8 @@ export class KeyTable {
         removed++;
       }
     }
+    // The table is no longer full: the sweep takes over until it fills again.
+    if (removed > 0) this.#idle = undefined;
     return removed;
   }
 
@@ -161,16 +211,18 @@ export class KeyTable {
     const state = carryOver(old, fresh, this.#switchedAt) ? fresh : old;
     this.#previous.delete(key);
     this.#current.set(key, state);
+    // The carried state may be idle from the switch on: a lower bound for any state made then.
+    this.#remember(this.#switchedAt, key, state);
     return state;
   }
 
   /**
    * Examines up to `budget` entries, each map resuming where its last sweep stopped: keys from before
    * a reconfiguration first (dropping those idle at the switch, carrying the rest over), then the
-   * current ones (dropping the idle ones). Stops early once no more than `until` keys are left.
+   * current ones (dropping the idle ones).
    */
-  #sweep(now: number, budget: number, until = 0): void {
-    for (let i = 0; i < budget && this.size > until; i++) {
+  #sweep(now: number, budget: number): void {
+    for (let i = 0; i < budget && this.size > 0; i++) {
       const old = this.#previous.nextEntry();
       if (old !== undefined) {
         const [key, state] = old;
@@ -186,6 +238,26 @@ export class KeyTable {
         this.#removed(key);
       }
     }
+  }
+}
+
+/**
+ * The earliest time after `now` at which a state not forgettable now (active, or waited on) could be: its
+ * reset time, read without spending from a refusal, which reports the key's state as it is. A state
+ * that cannot be read that way is looked at again a millisecond later.
+ */
+function idleAt(state: RateLimitAlgorithm, now: number): number {
+  const next = now + 1;
+  const s = state as Partial<PeekableAlgorithm>;
+  if (typeof s.peek !== 'function') return next;
+  try {
+    const probe = s.peek(now, 1);
+    const available = probe.allowed ? probe.remaining + 1 : probe.remaining;
+    // A request for one more than is available is refused, so it tells the reset as things stand.
+    const refusal = probe.allowed ? (available < probe.limit ? s.peek(now, available + 1) : probe) : probe;
+    return refusal.allowed ? next : Math.max(next, now + refusal.resetAfterMs);
+  } catch {
+    return next; // a composite whose binding limit passes its smallest part's
   }
 }
 

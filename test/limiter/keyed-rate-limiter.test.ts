@@ -49,6 +49,40 @@ describe('KeyedRateLimiter', () => {
     expect(limiter.tryAcquire('b')).toMatchObject({ allowed: true, remaining: 0 });
   });
 
+  it('admits a newcomer whenever a resident key is idle, wherever that key sits in a full table', () => {
+    for (const maxKeys of [100, 10_000]) {
+      for (let position = 0; position < maxKeys; position += maxKeys / 100) {
+        const clock = new ManualClock(1_764_000_000_000);
+        // Every key keeps its one permit for an hour, except the one at `position`: idle 1 ms after it.
+        const limiter = new KeyedRateLimiter({
+          algorithm: (key) => new TokenBucket(key === `k${position}` ? new Rule(1000, 1000) : Rule.perHour(1)),
+          clock,
+          maxKeys,
+        });
+        for (let i = 0; i < maxKeys; i++) limiter.tryAcquire(`k${i}`);
+        expect(limiter.tryAcquire('early')).toMatchObject({ allowed: false, degraded: 'key-table-full' });
+        clock.advance(1);
+        expect(limiter.tryAcquire('newcomer'), `maxKeys ${maxKeys}, idle key at ${position}`).toMatchObject({ allowed: true });
+        expect(limiter.size).toBe(maxKeys);
+        expect(limiter.tryAcquire('another')).toMatchObject({ allowed: false, degraded: 'key-table-full' });
+      }
+    }
+  });
+
+  test.prop([fc.array(fc.record({ dt: fc.integer({ min: 0, max: 400 }), key: fc.integer({ min: 0, max: 30 }), permits: fc.integer({ min: 1, max: 3 }) }), { maxLength: 200 })])(
+    'a newcomer is refused as key-table-full only when no resident key is idle',
+    (ops) => {
+      const clock = new ManualClock();
+      const limiter = new KeyedRateLimiter({ algorithm: (key) => new TokenBucket(new Rule(3, 100 + 37 * (key.length % 5))), clock, maxKeys: 8 });
+      for (const { dt, key, permits } of ops) {
+        clock.advance(dt);
+        const decision = limiter.tryAcquire(`key-${'x'.repeat(key % 7)}${key}`, permits);
+        // evictIdle at the same reading removes exactly the idle keys: none may be left behind a refusal.
+        if (decision.degraded === 'key-table-full') expect(limiter.evictIdle()).toBe(0);
+      }
+    },
+  );
+
   it('removes only idle keys on evictIdle', () => {
     const clock = new ManualClock();
     const limiter = new KeyedRateLimiter({ algorithm: bucketOf(1), clock });
