@@ -1,6 +1,6 @@
 import { allow, type Decision, degrade, reject } from '../core/decision';
 import { typeError } from '../core/errors';
-import { ceilDiv } from '../core/exact';
+import { mulDivCeil } from '../core/exact';
 import type { Rule } from '../core/rule';
 import { describe } from '../core/validate';
 import type { AsyncRateLimiter, RateLimiter } from '../limiter/keyed-rate-limiter';
@@ -30,10 +30,10 @@ export function outagePolicy(policy: unknown, rule: Rule): (error: unknown, key:
   const { limit, windowMs } = rule;
   const reason = (error: unknown) => ((error as Partial<RedisTimeoutError> | null)?.code === 'ERR_RATEKEEPER_STORE_TIMEOUT' ? 'store-timeout' : 'store-error');
   if (policy === 'allow') {
-    return (error, _key, permits) => degrade(allow(limit, limit - permits, ceilDiv(permits * windowMs, limit)), reason(error));
+    return (error, _key, permits) => degrade(allow(limit, limit - permits, mulDivCeil(permits, windowMs, limit)), reason(error));
   }
   if (policy === 'deny') {
-    return (error, _key, permits) => degrade(reject(limit, 0, ceilDiv(permits * windowMs, limit), Math.ceil(windowMs)), reason(error));
+    return (error, _key, permits) => degrade(reject(limit, 0, mulDivCeil(permits, windowMs, limit), Math.ceil(windowMs)), reason(error));
   }
   if (policy !== null && typeof policy === 'object' && typeof (policy as RateLimiter).tryAcquire === 'function') {
     const fallback = policy as RateLimiter | AsyncRateLimiter;

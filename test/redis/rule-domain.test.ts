@@ -32,3 +32,12 @@ describe.skipIf(!redisPort)('the Rule domain over Redis', () => {
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false });
   });
 });
+
+describe('the outage policy over the Rule domain', () => {
+  it("answers 'deny' with the exact time the permits take, for a rule past 2^53", async () => {
+    const down = () => Promise.reject(new Error('connection refused'));
+    const limiter = new RedisRateLimiter({ client: { evalsha: down, eval: down }, algorithm: 'token-bucket', rule: new Rule(7_065_954_778_387_700, 3_117_683_316_546), onStoreError: 'deny', clock: new ManualClock() });
+    // ceil(3 777 725 702 773 917 × 3 117 683 316 546 / 7 065 954 778 387 700): one less in doubles.
+    expect(await limiter.tryAcquire('k', 3_777_725_702_773_917)).toMatchObject({ allowed: false, retryAfterMs: 1_666_830_989_926, degraded: 'store-error' });
+  });
+});
