@@ -50,8 +50,8 @@ describe('KeyedRateLimiter', () => {
   });
 
   it('admits a newcomer whenever a resident key is idle, wherever that key sits in a full table', () => {
-    for (const maxKeys of [100, 10_000]) {
-      for (let position = 0; position < maxKeys; position += maxKeys / 100) {
+    for (const [maxKeys, step] of [[100, 1], [10_000, 997]] as const) {
+      for (let position = 0; position < maxKeys; position += step) {
         const clock = new ManualClock(1_764_000_000_000);
         // Every key keeps its one permit for an hour, except the one at `position`: idle 1 ms after it.
         const limiter = new KeyedRateLimiter({
@@ -82,6 +82,23 @@ describe('KeyedRateLimiter', () => {
       }
     },
   );
+
+  it('looks at the keys of a custom algorithm without peek a few times each, not once per ms, while a full table refuses', () => {
+    const clock = new ManualClock();
+    let looks = 0;
+    const busy = () => ({
+      tryAcquire: () => ({ allowed: true as const, limit: 1, remaining: 0, retryAfterMs: 0 as const, resetAfterMs: 0 }),
+      isIdle: () => (looks++, false),
+    });
+    const limiter = new KeyedRateLimiter({ algorithm: busy, clock, maxKeys: 1000 });
+    for (let i = 0; i < 1000; i++) limiter.tryAcquire(`k${i}`);
+    looks = 0;
+    for (let ms = 0; ms < 1000; ms++) {
+      clock.advance(1);
+      for (let i = 0; i < 10; i++) expect(limiter.tryAcquire(`new${ms}-${i}`).degraded).toBe('key-table-full');
+    }
+    expect(looks).toBeLessThan(20 * 1000); // about log2(1000) each; one per ms would be 1 000 000
+  });
 
   it('removes only idle keys on evictIdle', () => {
     const clock = new ManualClock();
