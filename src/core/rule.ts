@@ -1,6 +1,9 @@
 import { typeError } from './errors';
 import { describe, integerIn } from './validate';
 
+/** `Rule.MAX_WINDOW_MS`, named outside the class for the reason given at `rule` below. */
+const MAX_WINDOW_MS = 2 ** 42;
+
 /**
  * How many permits a key may use per window: `limit` per `windowMs` milliseconds.
  * Each algorithm reads it in its own way (see the algorithm guide in the README).
@@ -30,7 +33,7 @@ export class Rule {
    * every Lua script uses. Whole milliseconds because the clock ticks in them: a fractional window
    * buys no precision a caller can see, and made the window-based algorithms inexact.
    */
-  static readonly MAX_WINDOW_MS = 2 ** 42;
+  static readonly MAX_WINDOW_MS = MAX_WINDOW_MS;
 
   /**
    * @throws TypeError when `limit` or `windowMs` is not a number; RangeError, naming the value, when
@@ -38,7 +41,7 @@ export class Rule {
    */
   constructor(limit: number, windowMs: number) {
     this.limit = integerIn('limit', limit, 1, Number.MAX_SAFE_INTEGER);
-    this.windowMs = integerIn('windowMs', windowMs, 1, Rule.MAX_WINDOW_MS);
+    this.windowMs = integerIn('windowMs', windowMs, 1, MAX_WINDOW_MS);
   }
 
   /** `limit` per second. */

@@ -1,5 +1,6 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
+import { rangeError, typeError } from '../../src/core/errors';
 import { FixedWindow, LeakyBucket, Rule, SlidingWindowCounter, SlidingWindowLog, TokenBucket, type Decision, type PeekableAlgorithm } from '../../src/index';
 
 // The Rule domain (limit a safe integer >= 1, windowMs a whole number of ms from 1 to 2^42) and the
@@ -16,11 +17,11 @@ describe('Rule domain', () => {
   });
 
   it.each([0.5, 1000.5, 100.1, 1e-4, 2 ** 42 + 1, 1e308, 0, -1000, Number.NaN, Infinity])('refuses the window %s with a RangeError naming it', (windowMs) => {
-    expect(() => new Rule(2, windowMs)).toThrow(new RangeError(`ratekeeper: \`windowMs\` must be an integer from 1 to 4398046511104, got ${windowMs}`));
+    expect(() => new Rule(2, windowMs)).toThrow(rangeError(`ratekeeper: \`windowMs\` must be an integer from 1 to 4398046511104, got ${windowMs}`));
   });
 
   it('refuses a window that is no number with a TypeError', () => {
-    expect(() => new Rule(2, '1000' as unknown as number)).toThrow(new TypeError('ratekeeper: `windowMs` must be a number, got "1000"'));
+    expect(() => new Rule(2, '1000' as unknown as number)).toThrow(typeError('ratekeeper: `windowMs` must be a number, got "1000"'));
     expect(() => new Rule(2, 1000n as unknown as number)).toThrow(TypeError);
   });
 });

@@ -43,7 +43,7 @@ describe('a rule is read by its fields, never by instanceof', () => {
 
   it.each(algorithms.map((A) => [A.name, A] as const))('%s checks the fields as new Rule does, naming them', (_, Algorithm) => {
     expect(() => new Algorithm({ limit: 0, windowMs: 1000 } as Rule)).toThrow(rangeError('ratekeeper: `limit` must be a safe integer of at least 1, got 0'));
-    expect(() => new Algorithm({ limit: 1, windowMs: -1 } as Rule)).toThrow(rangeError('ratekeeper: `windowMs` must be a positive finite number, got -1'));
+    expect(() => new Algorithm({ limit: 1, windowMs: -1 } as Rule)).toThrow(rangeError('ratekeeper: `windowMs` must be an integer from 1 to 4398046511104, got -1'));
     expect(() => new Algorithm({ limit: '5', windowMs: 1000 } as never)).toThrow(
       typeError('ratekeeper: `rule` must be a Rule (or { limit, windowMs }), e.g. Rule.perSecond(10), got an object'),
     );

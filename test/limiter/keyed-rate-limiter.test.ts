@@ -122,7 +122,7 @@ describe('KeyedRateLimiter', () => {
     expect(limiter.evictIdle(1e300)).toBe(0);
     clock.advance(1000);
     expect(limiter.tryAcquire('a')).toMatchObject({ allowed: true, remaining: 0, resetAfterMs: 1000 });
-    expect(() => limiter.evictIdle(Infinity)).toThrow(new RangeError('ratekeeper: `nowMs` must be a finite number, got Infinity'));
+    expect(() => limiter.evictIdle(Infinity)).toThrow(rangeError('ratekeeper: `nowMs` must be a finite number, got Infinity'));
   });
 
   it('evictIdle after reconfigure removes keys that went idle after the switch', () => {
@@ -141,9 +141,9 @@ describe('KeyedRateLimiter', () => {
     const readings = [5, -Infinity, Number.NaN, Infinity];
     const limiter = new KeyedRateLimiter({ algorithm: bucketOf(1), clock: { now: () => readings.shift() as number } });
     limiter.tryAcquire('a');
-    expect(() => limiter.tryAcquire('a')).toThrow(new RangeError('ratekeeper: `nowMs` must be a finite number, got -Infinity'));
-    expect(() => limiter.tryAcquire('a')).toThrow(new RangeError('ratekeeper: `nowMs` must be a finite number, got NaN'));
-    expect(() => limiter.tryAcquire('a')).toThrow(new RangeError('ratekeeper: `nowMs` must be a finite number, got Infinity'));
+    expect(() => limiter.tryAcquire('a')).toThrow(rangeError('ratekeeper: `nowMs` must be a finite number, got -Infinity'));
+    expect(() => limiter.tryAcquire('a')).toThrow(rangeError('ratekeeper: `nowMs` must be a finite number, got NaN'));
+    expect(() => limiter.tryAcquire('a')).toThrow(rangeError('ratekeeper: `nowMs` must be a finite number, got Infinity'));
   });
 
   // The table remembers the last key it found, so a hot key skips the map lookup. Each way a key

@@ -257,7 +257,7 @@ describe('acquire', () => {
     limiter.tryAcquire('a');
     const b = limiter.acquire('b'); // the table is full: 'b' waits without a slot
     expect(limiter.size).toBe(1);
-    await expect(limiter.acquire('b', 2)).rejects.toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 1, got 2'));
+    await expect(limiter.acquire('b', 2)).rejects.toThrow(rangeError('ratekeeper: `permits` must be an integer from 1 to 1, got 2'));
     scheduler.advance(1000);
     expect(await b).toMatchObject({ allowed: true });
   });
