@@ -16,8 +16,12 @@ describe.skipIf(!redisPort)('acquire over Redis', () => {
       grantedAt.push([i, scheduler.now()]);
       return decision;
     });
-    // Let Redis answer in real time while the manual clock stands still, then move to the next timer.
-    const settle = () => new Promise((resolve) => setTimeout(resolve, 20));
+    // Let Redis answer in real time while the manual clock stands still, then move to the next timer:
+    // the queue has settled once its head is parked on a timer of the manual clock (or all are granted).
+    // Polling for that state, not sleeping a fixed time, keeps the test exact on a loaded machine.
+    const settle = async () => {
+      while (scheduler.pending === 0 && grantedAt.length < 5) await new Promise((resolve) => setTimeout(resolve, 5));
+    };
     for (let step = 0; step < 10 && grantedAt.length < 5; step++) {
       await settle();
       scheduler.advance(500);
