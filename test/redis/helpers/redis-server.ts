@@ -9,10 +9,13 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-/** True when the `redis-server` binary is on the PATH. */
-export function hasRedisServer(): boolean {
+/** The servers speaking the Redis protocol that the suites start: Redis itself, and Valkey. */
+export type RedisBinary = 'redis-server' | 'valkey-server';
+
+/** True when the binary (by default `redis-server`) is on the PATH. */
+export function hasRedisServer(binary: RedisBinary = 'redis-server'): boolean {
   try {
-    execFileSync('redis-server', ['--version'], { stdio: 'ignore' });
+    execFileSync(binary, ['--version'], { stdio: 'ignore' });
     return true;
   } catch {
     return false;
@@ -39,11 +42,12 @@ function listenOnce(port: number): Promise<number> {
   });
 }
 
-/** Starts `redis-server` and resolves once it accepts connections. */
-export async function startRedisServer(options: { port?: number; args?: string[]; cwd?: string } = {}): Promise<RedisServer> {
+/** Starts `redis-server` (or `valkey-server`) and resolves once it accepts connections. */
+export async function startRedisServer(options: { port?: number; args?: string[]; cwd?: string; binary?: RedisBinary } = {}): Promise<RedisServer> {
+  const binary = options.binary ?? 'redis-server';
   const port = options.port ?? (await freePort());
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...(options.args ?? [])];
-  const child = spawn('redis-server', args, { cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(binary, args, { cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -53,7 +57,7 @@ export async function startRedisServer(options: { port?: number; args?: string[]
       output += chunk.toString();
       if (output.includes('Ready to accept connections')) resolve();
     });
-    child.once('exit', (code) => reject(new Error(`redis-server on port ${port} exited with code ${code}:\n${output}`)));
+    child.once('exit', (code) => reject(new Error(`${binary} on port ${port} exited with code ${code}:\n${output}`)));
   });
   return {
     port,

@@ -1,0 +1,27 @@
+import { existsSync } from 'node:fs';
+import { hasRedisServer } from '../../redis/helpers/redis-server';
+import { hasPostgres } from './postgres-server';
+
+/**
+ * What the full suite needs beyond Node, each with the test files that skip without it: a run on a
+ * machine that lacks one ends with a summary naming it (test/support/skipped-servers-reporter.ts),
+ * and with CI=true a missing server fails the run instead. scripts/install-test-servers.sh
+ * installs them all on Debian.
+ */
+export const servers = [
+  {
+    name: 'redis-server',
+    present: () => hasRedisServer('redis-server'),
+    files: ['test/redis/', 'test/reliability/redis-faults', 'test/limiter/observe', 'test/stores/redis-', 'test/stores/upstash'],
+  },
+  { name: 'valkey-server', present: () => hasRedisServer('valkey-server'), files: ['test/stores/valkey-', 'test/stores/glide-'] },
+  { name: 'postgresql-15', present: hasPostgres, files: ['test/stores/postgres', 'test/postgres/'] },
+  { name: 'chromium', present: () => existsSync('/usr/bin/chromium'), files: ['test/browser/'] },
+] as const;
+
+export type ServerName = (typeof servers)[number]['name'];
+
+/** The message a missing server gets, on a developer's machine (a skip) and on CI (a failure). */
+export function missingMessage(name: ServerName): string {
+  return `${name} is not installed, so the suites that need it cannot run: \`sudo scripts/install-test-servers.sh\` installs it.`;
+}
