@@ -1,14 +1,13 @@
 // Redis faults not covered by test/redis/outage-policy.test.ts: a network slower than the timeout
-// (a delaying TCP proxy on loopback), a server whose data is gone (flushed, or restarted without
-// persistence), and a run of every fault in turn while callers keep calling. Throughout: no
+// (a delaying TCP proxy on loopback), and a run of every fault in turn while callers keep calling.
+// A store whose data is gone (keys and cached scripts) is in the store conformance suite
+// (test/stores/conformance.ts), for every store. Throughout: no
 // unhandled rejection, every call settles within timeoutMs plus a margin, and the same limiter and
 // client recover without the app being restarted.
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { type Decision, KeyedRateLimiter, Rule, TokenBucket } from '../../src/index';
 import { type RedisClientLike, RedisRateLimiter, type StoreErrorPolicy } from '../../src/redis';
-import { algorithmNames } from '../redis/helpers/algorithms';
 import { ioredisClient, nodeRedisClient, redisPort, uniquePrefix } from '../redis/helpers/clients';
 import { startRedisServer } from '../redis/helpers/redis-server';
 
@@ -131,29 +130,6 @@ describe.skipIf(!redisPort)('Redis faults: the policy answers in time, nothing i
       io.disconnect();
       await nodeRedis.destroy();
       await proxy.close();
-    }
-  });
-
-  test.each(algorithmNames)('%s: the data gone (FLUSHALL, SCRIPT FLUSH) is a reset: the key starts over, and the limiter keeps working', async (algorithm) => {
-    const admin: Redis = ioredisClient();
-    try {
-      for (const client of [admin, await nodeRedisClient()]) {
-        const limiter = new RedisRateLimiter({ client, algorithm, rule: new Rule(3, 60_000), onStoreError: 'deny', timeoutMs: TIMEOUT_MS, prefix: uniquePrefix(`gone-${algorithm}`) });
-        expect((await timed(limiter, 'k', 3)).decision).toMatchObject({ allowed: true, remaining: 0 });
-        expect((await timed(limiter, 'k')).decision).toMatchObject({ allowed: false, remaining: 0 });
-        await admin.flushall();
-        await admin.script('FLUSH');
-        // A reset: the key is as new (the permits spent are forgotten), and the script is sent anew.
-        const { decision, elapsed } = await timed(limiter, 'k');
-        expect(elapsed).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
-        expect(decision).toMatchObject({ allowed: true, limit: 3, remaining: 2 });
-        expect(decision.degraded).toBeUndefined();
-        expect((await timed(limiter, 'k', 2)).decision).toMatchObject({ allowed: true, remaining: 0 });
-        expect((await timed(limiter, 'k')).decision).toMatchObject({ allowed: false });
-        if (client !== admin) await (client as Awaited<ReturnType<typeof nodeRedisClient>>).destroy();
-      }
-    } finally {
-      admin.disconnect();
     }
   });
 
