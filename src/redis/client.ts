@@ -6,7 +6,8 @@ import type { LuaScript } from './scripts';
  * The smallest client shape `RedisRateLimiter` needs: run a script by its SHA-1 and by its source,
  * with keys and arguments kept apart so a cluster client can route by key. `@upstash/redis` fits
  * it as it is; any other client needs two one-line functions. A rejected promise whose error
- * message contains `NOSCRIPT` makes the limiter send the script's source with `eval`.
+ * message contains `NOSCRIPT` (or GLIDE's `NoScriptError`) makes the limiter send the script's
+ * source with `eval`.
  *
  * @example
  * ```ts
@@ -44,8 +45,20 @@ export interface NodeRedisClient {
 }
 
 /**
- * What `client` may be: an ioredis client or cluster, a node-redis client or cluster, or any
- * object of the {@link RedisScriptClient} shape.
+ * A Valkey GLIDE `GlideClient` or `GlideClusterClient` (`@valkey/valkey-glide`), recognized by its
+ * `customCommand` and `invokeScript` methods. Scripts go as raw `EVALSHA`/`EVAL` through
+ * `customCommand`, which GLIDE routes by key on a cluster, so no GLIDE `Script` object is created
+ * and none needs releasing. GLIDE's NOSCRIPT error reads `NoScriptError`, which is recognized.
+ */
+export interface GlideClientLike {
+  customCommand(args: string[]): Promise<unknown>;
+  invokeScript(...args: never[]): unknown;
+}
+
+/**
+ * What `client` may be: an ioredis client or cluster (or iovalkey), a node-redis client or
+ * cluster, a Valkey GLIDE client or cluster client, or any object of the {@link RedisScriptClient}
+ * shape (`@upstash/redis` is one as it is).
  *
  * @example
  * ```ts
@@ -54,7 +67,7 @@ export interface NodeRedisClient {
  * const client: RedisClientLike = new Redis();
  * ```
  */
-export type RedisClientLike = IoredisClient | NodeRedisClient | RedisScriptClient;
+export type RedisClientLike = IoredisClient | NodeRedisClient | GlideClientLike | RedisScriptClient;
 
 interface AnyShape {
   defineCommand?: unknown;
@@ -65,6 +78,9 @@ interface AnyShape {
   getSlotMaster?: unknown;
   status?: unknown;
   isOpen?: unknown;
+  customCommand?: unknown;
+  invokeScript?: unknown;
+  invokeScriptWithRoute?: unknown;
 }
 
 interface IoredisCommands {
@@ -78,9 +94,9 @@ interface NodeRedisCommands {
 }
 
 /**
- * Brings the three shapes to the adapter's, telling them apart by their methods (only ioredis has
- * `defineCommand`, only node-redis spells `evalSha`), without copying the arrays: ioredis flattens
- * array arguments itself.
+ * Brings the four shapes to the adapter's, telling them apart by their methods (only ioredis has
+ * `defineCommand`, only node-redis spells `evalSha`, only GLIDE has `invokeScript`), without
+ * copying the arrays where the client takes them as they are: ioredis flattens array arguments itself.
  */
 export function toScriptClient(client: unknown): RedisScriptClient {
   const c = shape(client);
@@ -98,11 +114,21 @@ export function toScriptClient(client: unknown): RedisScriptClient {
       eval: (script, keys, args) => nodeRedis.eval(script, { keys, arguments: args }),
     };
   }
+  if (typeof c.customCommand === 'function' && typeof c.invokeScript === 'function') {
+    const glide = client as GlideClientLike;
+    return {
+      evalsha: (sha1, keys, args) => glide.customCommand(['EVALSHA', sha1, String(keys.length), ...keys, ...args]),
+      eval: (script, keys, args) => glide.customCommand(['EVAL', script, String(keys.length), ...keys, ...args]),
+    };
+  }
   if (typeof c.evalsha === 'function' && typeof c.eval === 'function') return client as RedisScriptClient;
   throw typeError(
-    `ratekeeper: \`client\` must be an ioredis or node-redis client, or an object with evalsha(sha1, keys, args) and eval(script, keys, args), got ${describe(client)}`,
+    `ratekeeper: \`client\` must be an ioredis, node-redis or Valkey GLIDE client, or an object with evalsha(sha1, keys, args) and eval(script, keys, args), got ${describe(client)}`,
   );
 }
+
+/** A lost script: `NOSCRIPT` from Redis and Valkey (also inside Upstash's "Command failed: NOSCRIPT ..."), `NoScriptError` from GLIDE. */
+const NO_SCRIPT = /NOSCRIPT|NoScriptError/;
 
 /**
  * Runs `script` on `keys` with EVALSHA and hands the reply or the error to the callbacks. A server
@@ -119,7 +145,7 @@ export function runScript(
   failed: (error: unknown) => void,
 ): void {
   send(() => client.evalsha(script.sha1, keys, args), done, (error) => {
-    if (String((error as Error | undefined)?.message).includes('NOSCRIPT')) send(() => client.eval(script.source, keys, args), done, failed);
+    if (NO_SCRIPT.test(String((error as Error | undefined)?.message))) send(() => client.eval(script.source, keys, args), done, failed);
     else failed(error);
   });
 }
@@ -134,12 +160,13 @@ function send(command: () => Promise<unknown>, done: (reply: unknown) => void, f
 }
 
 /**
- * True for a Redis Cluster client: an ioredis `Cluster` (`isCluster`) or a node-redis cluster (the
- * only shape with `getSlotMaster`). One script may only touch keys of one hash slot there.
+ * True for a Redis Cluster client: an ioredis `Cluster` (`isCluster`), a node-redis cluster (the
+ * only shape with `getSlotMaster`) or a GLIDE `GlideClusterClient` (the only one with
+ * `invokeScriptWithRoute`). One script may only touch keys of one hash slot there.
  */
 export function isClusterClient(client: unknown): boolean {
   const c = shape(client);
-  return c.isCluster === true || typeof c.getSlotMaster === 'function';
+  return c.isCluster === true || typeof c.getSlotMaster === 'function' || typeof c.invokeScriptWithRoute === 'function';
 }
 
 /**

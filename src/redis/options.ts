@@ -21,7 +21,7 @@ import type { RedisAlgorithm } from './scripts';
  * ```
  */
 export interface RedisRateLimiterOptions {
-  /** An ioredis client or cluster, a node-redis client or cluster, or a {@link RedisScriptClient}. */
+  /** An ioredis (or iovalkey) client or cluster, a node-redis client or cluster, a Valkey GLIDE client or cluster client, or a {@link RedisScriptClient} such as `@upstash/redis`. */
   client: RedisClientLike;
   /** Which algorithm decides; each decides exactly as its in-memory twin. */
   algorithm: RedisAlgorithm;
@@ -63,7 +63,7 @@ export interface RedisRateLimiterOptions {
   /**
    * Sends the decisions asked for in one tick together, in one script call of up to 32, each
    * deciding exactly as if sent alone in the order asked. On a Redis Cluster client (ioredis
-   * `Cluster`, node-redis `createCluster`) a batch holds keys of one hash slot. Set `false` when
+   * `Cluster`, node-redis `createCluster`, GLIDE `GlideClusterClient`) a batch holds keys of one hash slot. Set `false` when
    * the client routes each call by its first key in some other way (a sharding proxy, or an
    * adapter in front of a cluster): each decision is then one call on one key.
    * @default true
