@@ -25,7 +25,10 @@ import type { RedisTimeoutError } from './timeout';
  */
 export type StoreErrorPolicy = 'allow' | 'deny' | RateLimiter | AsyncRateLimiter;
 
-/** Checks the policy once and returns the function that applies it to a failed call. */
+/**
+ * Checks the policy once and returns the function that applies it to a failed call. A store's
+ * timeout error (Redis's, PostgreSQL's) is told from its other failures by its code.
+ */
 export function outagePolicy(policy: unknown, rule: Rule): (error: unknown, key: string, permits: number) => Decision | Promise<Decision> {
   const { limit, windowMs } = rule;
   const reason = (error: unknown) => ((error as Partial<RedisTimeoutError> | null)?.code === 'ERR_RATEKEEPER_STORE_TIMEOUT' ? 'store-timeout' : 'store-error');

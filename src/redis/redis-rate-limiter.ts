@@ -2,7 +2,7 @@ import { type Clock, systemClock } from '../core/clock';
 import type { Decision } from '../core/decision';
 import { ClosedError } from '../core/errors';
 import { rangeError, typeError } from '../core/errors';
-import { Rule } from '../core/rule';
+import type { Rule } from '../core/rule';
 import { Closable } from '../core/symbols';
 import { checkPermits, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
@@ -18,6 +18,7 @@ import { outagePolicy } from './outage-policy';
 import { RefusalCache } from './refusal-cache';
 import { plans } from './scripts';
 import { hashSlot } from './slot';
+import { checkStoreOptions, report, toRule } from './store-options';
 import { Timeouts } from './timeout';
 
 /**
@@ -84,19 +85,9 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
     this.#prefix = prefix;
     this.#keyPrefix = `${prefix}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
-    if (clock !== undefined && (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function')) {
-      throw typeError(`ratekeeper: \`clock\` must be an object with a now() method, got ${describe(clock)}`);
-    }
+    checkStoreOptions(clock, timeoutMs, onError);
     this.#clock = clock;
-    // setTimeout cannot wait longer than 2^31 - 1 ms; it would fire at once instead.
-    if (!(timeoutMs === Infinity || (Number.isInteger(timeoutMs) && timeoutMs >= 1 && timeoutMs <= 2 ** 31 - 1))) {
-      const message = `\`timeoutMs\` must be an integer from 1 to 2147483647, or Infinity, got ${describe(timeoutMs)}`;
-      throw typeof timeoutMs === 'number' ? rangeError(`ratekeeper: ${message}`) : typeError(`ratekeeper: ${message}`);
-    }
     this.#timeoutMs = timeoutMs;
-    if (onError !== undefined && typeof onError !== 'function') {
-      throw typeError(`ratekeeper: \`onError\` must be a function, got ${describe(onError)}`);
-    }
     this.#refusals = refusalCacheFor(refusalCache);
     if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
     this.#send = new BatchSender({
@@ -197,26 +188,6 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
   override toJSON(): { algorithm: RedisAlgorithm; rule: Rule; prefix: string; timeoutMs: number } {
     return { algorithm: this.#algorithm, rule: this.rule, prefix: this.#prefix, timeoutMs: this.#timeoutMs };
   }
-}
-
-function report(onError: ((error: unknown, key: string) => void) | undefined, error: unknown, key: string): void {
-  try {
-    onError?.(error, key);
-  } catch {
-    // A failing hook must not turn a policy decision into a failed request.
-  }
-}
-
-/**
- * Accepts any object shaped like a Rule and checks it again: the CommonJS build of each entry point
- * carries its own copy of the `Rule` class, so `instanceof` could refuse the user's rule.
- */
-function toRule(rule: unknown): Rule {
-  if (rule === null || typeof rule !== 'object') {
-    throw typeError(`ratekeeper: \`rule\` must be a Rule, e.g. Rule.perSecond(10), got ${describe(rule)}`);
-  }
-  const { limit, windowMs } = rule as Rule;
-  return new Rule(limit, windowMs);
 }
 
 function refusalCacheFor(option: unknown): RefusalCache | undefined {

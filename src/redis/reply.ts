@@ -7,12 +7,12 @@ import { describe } from '../core/validate';
  * retryAfterMs, resetAfterMs), so that a wrongly wired adapter or a foreign script is a store
  * error rather than a wrong answer.
  */
-export function checkReply(reply: unknown, count: number): number[] {
+export function checkReply(reply: unknown, count: number, store = 'Redis'): number[] {
   if (Array.isArray(reply) && reply.length === 3 * count) {
     const numbers = reply.map(Number);
     if (numbers.every(Number.isFinite)) return numbers;
   }
-  throw coded(new Error(`ratekeeper: unexpected reply from Redis: ${describe(reply)}`), 'ERR_RATEKEEPER_STORE_REPLY');
+  throw coded(new Error(`ratekeeper: unexpected reply from ${store}: ${describe(reply)}`), 'ERR_RATEKEEPER_STORE_REPLY');
 }
 
 /** The `index`-th decision of a checked reply; a refusal always waits at least 1 ms, so 0 marks an allowance. */

@@ -33,9 +33,9 @@ export interface Deadline {
 class Pending implements Deadline {
   readonly deadline: number;
   /** Cleared once the call settles or times out, so each call is answered once. */
-  fail: ((error: RedisTimeoutError) => void) | undefined;
+  fail: ((error: Error) => void) | undefined;
 
-  constructor(deadline: number, fail: (error: RedisTimeoutError) => void) {
+  constructor(deadline: number, fail: (error: Error) => void) {
     this.deadline = deadline;
     this.fail = fail;
   }
@@ -60,21 +60,24 @@ const UNBOUNDED: Deadline = { settle: () => true };
  */
 export class Timeouts {
   readonly #timeoutMs: number;
+  readonly #timeoutError: (timeoutMs: number) => Error;
   readonly #pending: Pending[] = [];
   /** Index of the oldest entry still in `#pending`; the ones before it are spent. */
   #head = 0;
   #armed = false;
 
-  constructor(timeoutMs: number) {
+  /** @param timeoutError the error a call that timed out fails with (the store's own class). */
+  constructor(timeoutMs: number, timeoutError: (timeoutMs: number) => Error = (ms) => new RedisTimeoutError(ms)) {
     this.#timeoutMs = timeoutMs;
+    this.#timeoutError = timeoutError;
   }
 
   /**
-   * Starts a call's clock: `fail` receives a `RedisTimeoutError` once `timeoutMs` has passed,
-   * unless the call claims its answer with `settle()` first. A late answer finds `settle()` false
-   * and is dropped.
+   * Starts a call's clock: `fail` receives the timeout error (a `RedisTimeoutError` by default)
+   * once `timeoutMs` has passed, unless the call claims its answer with `settle()` first. A late
+   * answer finds `settle()` false and is dropped.
    */
-  start(fail: (error: RedisTimeoutError) => void): Deadline {
+  start(fail: (error: Error) => void): Deadline {
     if (this.#timeoutMs === Infinity) return UNBOUNDED;
     const pending = new Pending(performance.now() + this.#timeoutMs, fail);
     this.#add(pending);
@@ -107,7 +110,7 @@ export class Timeouts {
     const now = performance.now();
     // Failing runs the caller's code (the outage policy, onError), which may start new calls; the
     // queue is left consistent before any of it runs.
-    const expired: ((error: RedisTimeoutError) => void)[] = [];
+    const expired: ((error: Error) => void)[] = [];
     for (; this.#head < queue.length; this.#head++) {
       const pending = queue[this.#head]!;
       if (pending.fail === undefined) continue;
@@ -122,6 +125,6 @@ export class Timeouts {
       queue.length = 0;
       this.#head = 0;
     }
-    for (const fail of expired) fail(new RedisTimeoutError(this.#timeoutMs));
+    for (const fail of expired) fail(this.#timeoutError(this.#timeoutMs));
   };
 }

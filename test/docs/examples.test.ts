@@ -1,7 +1,7 @@
 // Docs that cannot drift: every ```ts block in README.md and docs/*.md and every JSDoc `@example`
 // in src/ is written out as a file and compiled against the sources with the project's strict
-// settings, `ratekeeper`, `ratekeeper/redis` and `ratekeeper/http` mapped to src/. An example
-// followed by a ```text block is also run under plain Node, and must print exactly that.
+// settings, `ratekeeper` and each subpath (`ratekeeper/redis`, `ratekeeper/postgres`, ...) mapped to src/. An
+// example followed by a ```text block is also run under plain Node, and must print exactly that.
 import { execFile } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
@@ -37,6 +37,7 @@ const tsconfig = {
     paths: {
       ratekeeper: [resolve(root, 'src/index.ts')],
       'ratekeeper/redis': [resolve(root, 'src/redis.ts')],
+      'ratekeeper/postgres': [resolve(root, 'src/postgres.ts')],
       'ratekeeper/http': [resolve(root, 'src/http.ts')],
     },
   },
@@ -112,7 +113,7 @@ describe('documentation examples', () => {
       const file = resolve(out, `run-${fileNameOf(example)}`);
       // Run as a user would, except that the package specifiers point at the sources.
       const code = example.code.replace(/from '(ratekeeper(?:\/redis|\/http)?)'/g, (_, specifier: string) => {
-        const entry = { ratekeeper: 'index', 'ratekeeper/redis': 'redis', 'ratekeeper/http': 'http' }[specifier];
+        const entry = { ratekeeper: 'index', 'ratekeeper/redis': 'redis', 'ratekeeper/postgres': 'postgres', 'ratekeeper/http': 'http' }[specifier];
         return `from '${relative(out, resolve(root, `src/${entry}.ts`))}'`;
       });
       writeFileSync(file, `${code}\n`);

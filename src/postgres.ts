@@ -1,0 +1,7 @@
+export { PostgresRateLimiter } from './postgres/postgres-rate-limiter';
+export { migrate, type MigrateOptions } from './postgres/migrate';
+export type { PostgresRateLimiterOptions } from './postgres/options';
+export type { PostgresAlgorithm } from './postgres/plans';
+export type { PgClient, PostgresClientLike, PostgresJsClient } from './postgres/client';
+export type { StoreErrorPolicy } from './redis/outage-policy';
+export { PostgresTimeoutError } from './postgres/timeout-error';

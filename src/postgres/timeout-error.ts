@@ -1,0 +1,23 @@
+/**
+ * The error an outage hook receives when PostgreSQL did not answer within `timeoutMs`; the decision
+ * is then marked `degraded: 'store-timeout'`. The query itself is not cancelled: set the role's
+ * `statement_timeout` to bound it on the server too.
+ *
+ * @example
+ * ```ts
+ * import { PostgresTimeoutError } from 'ratekeeper/postgres';
+ * const onError = (error: unknown) => {
+ *   if (error instanceof PostgresTimeoutError) console.warn(`PostgreSQL slower than ${error.timeoutMs} ms`);
+ * };
+ * ```
+ */
+export class PostgresTimeoutError extends Error {
+  override readonly name = 'PostgresTimeoutError';
+  /** The bound that was exceeded. */
+  readonly timeoutMs: number;
+
+  constructor(timeoutMs: number) {
+    super(`ratekeeper: PostgreSQL did not answer within ${timeoutMs} ms`);
+    this.timeoutMs = timeoutMs;
+  }
+}

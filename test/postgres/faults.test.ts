@@ -1,0 +1,105 @@
+// PostgreSQL faults, for real, on a server of this file's own: stopped, restarted, and a decision
+// stuck behind a row lock (a slow query). Throughout, each call is answered within timeoutMs plus a
+// margin, nothing is left unhandled, and the same limiter and pool recover in place.
+import pg from 'pg';
+import postgres from 'postgres';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { type Decision, Rule } from '../../src/index';
+import { migrate, type PostgresClientLike, PostgresRateLimiter, PostgresTimeoutError } from '../../src/postgres';
+import { type PostgresServer, startPostgres } from '../stores/servers/postgres-server';
+import { connection, postgresPort } from '../stores/support/postgres-store';
+
+const TIMEOUT_MS = 200;
+/** How much later than timeoutMs a call may settle: event-loop and scheduling noise on a shared machine. */
+const MARGIN_MS = 350;
+
+async function timed(limiter: PostgresRateLimiter, key: string): Promise<{ decision: Decision; elapsed: number }> {
+  const started = performance.now();
+  const decision = await limiter.tryAcquire(key);
+  return { decision, elapsed: performance.now() - started };
+}
+
+/** Calls until PostgreSQL answers normally again, for at most `ms`. */
+async function recovered(limiter: PostgresRateLimiter, key: string, ms: number): Promise<Decision> {
+  const deadline = performance.now() + ms;
+  for (;;) {
+    const { decision, elapsed } = await timed(limiter, key);
+    expect(elapsed).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+    if (decision.degraded === undefined || performance.now() > deadline) return decision;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const unhandled: unknown[] = [];
+const collect = (reason: unknown) => unhandled.push(reason);
+
+describe.skipIf(!postgresPort)('PostgreSQL faults: the policy answers in time, and service resumes in place', { timeout: 30_000 }, () => {
+  let server: PostgresServer;
+  beforeAll(async () => {
+    process.on('unhandledRejection', collect);
+    server = await startPostgres();
+  }, 30_000);
+  afterEach(async () => {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(unhandled).toEqual([]);
+  });
+  afterAll(async () => {
+    process.off('unhandledRejection', collect);
+    await server?.destroy();
+  });
+
+  test('stopped, then restarted on the same port: degraded meanwhile, exact again after, with pg and postgres.js', async () => {
+    const pool = new pg.Pool({ ...connection(server.port), max: 4 });
+    pool.on('error', () => {});
+    const sql = postgres({ ...connection(server.port), max: 4, onnotice: () => {}, connect_timeout: 1 });
+    const clients: PostgresClientLike[] = [pool, sql];
+    try {
+      await migrate(pool);
+      const errors: unknown[] = [];
+      const limiters = clients.map(
+        (client, i) => new PostgresRateLimiter({ client, algorithm: 'fixed-window', rule: new Rule(3, 1e12), onStoreError: 'allow', timeoutMs: TIMEOUT_MS, prefix: `restart-${i}:`, onError: (error) => errors.push(error) }),
+      );
+      for (const limiter of limiters) expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 2 });
+      await server.stop();
+      for (const limiter of limiters) {
+        const { decision, elapsed } = await timed(limiter, 'k');
+        expect(elapsed).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+        expect(decision).toMatchObject({ allowed: true, remaining: 2 });
+        expect(['store-error', 'store-timeout']).toContain(decision.degraded);
+      }
+      expect(errors.length).toBeGreaterThanOrEqual(2);
+      server = await server.restart();
+      // The table is UNLOGGED: a clean shutdown keeps it, so each key goes on from where it was.
+      for (const limiter of limiters) expect(await recovered(limiter, 'k', 10_000)).toStrictEqual({ allowed: true, limit: 3, remaining: 1, retryAfterMs: 0, resetAfterMs: expect.any(Number) });
+    } finally {
+      await pool.end();
+      await sql.end({ timeout: 1 });
+    }
+  });
+
+  test('a slow query (the row locked by a long transaction): store-timeout within timeoutMs; the late decision only spends, and service resumes', async () => {
+    const pool = new pg.Pool({ ...connection(server.port), max: 4 });
+    pool.on('error', () => {});
+    const holder = new pg.Client(connection(server.port));
+    await holder.connect();
+    try {
+      await migrate(pool);
+      const errors: unknown[] = [];
+      const limiter = new PostgresRateLimiter({ client: pool, algorithm: 'token-bucket', rule: new Rule(2, 1e12), onStoreError: 'deny', timeoutMs: TIMEOUT_MS, prefix: 'slow:', onError: (error) => errors.push(error) });
+      expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 1 });
+      await holder.query('BEGIN');
+      await holder.query(`SELECT * FROM ratekeeper.ratekeeper_state WHERE key LIKE 'slow:%' FOR UPDATE`);
+      const { decision, elapsed } = await timed(limiter, 'k');
+      expect(decision).toMatchObject({ allowed: false, degraded: 'store-timeout' });
+      expect(elapsed).toBeGreaterThanOrEqual(TIMEOUT_MS - 5);
+      expect(elapsed).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+      expect(errors).toEqual([expect.any(PostgresTimeoutError)]);
+      await holder.query('COMMIT');
+      // The stuck decision ran once the lock was gone and took the last permit: never more than the limit.
+      expect(await recovered(limiter, 'k', 5_000)).toMatchObject({ allowed: false, remaining: 0 });
+    } finally {
+      await holder.end();
+      await pool.end();
+    }
+  });
+});

@@ -1,0 +1,113 @@
+// What PostgreSQL adds to the store conformance suite (test/stores/postgres-*.test.ts): the explicit
+// migration, statements PgBouncer can carry, rows reclaimed without a timer, exactness where
+// limit × windowMs passes 2^53, and its own input checks.
+import pg from 'pg';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { Rule } from '../../src/index';
+import { migrate, PostgresRateLimiter } from '../../src/postgres';
+import { connection, postgresPort, uniqueSchema } from '../stores/support/postgres-store';
+
+describe.skipIf(!postgresPort)('PostgresRateLimiter', () => {
+  let pool: pg.Pool;
+  const schema = uniqueSchema('limiter');
+  beforeAll(async () => {
+    pool = new pg.Pool({ ...connection(), max: 8 });
+    await migrate(pool, { schema });
+  });
+  afterAll(async () => {
+    await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await pool.end();
+  });
+
+  test('migrate is idempotent and safe to run from many servers at once', async () => {
+    const other = uniqueSchema('migrate');
+    await Promise.all(Array.from({ length: 5 }, () => migrate(pool, { schema: other })));
+    await migrate(pool, { schema: other });
+    const limiter = new PostgresRateLimiter({ client: pool, schema: other, algorithm: 'fixed-window', rule: Rule.perMinute(2), onStoreError: 'deny' });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 1 });
+    await pool.query(`DROP SCHEMA "${other}" CASCADE`);
+  });
+
+  test('nothing is created implicitly: before migrate, a decision is the outage policy, and onError names the missing function', async () => {
+    const errors: unknown[] = [];
+    const limiter = new PostgresRateLimiter({ client: pool, schema: uniqueSchema('never'), algorithm: 'token-bucket', rule: Rule.perSecond(5), onStoreError: 'deny', onError: (error) => errors.push(error) });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, degraded: 'store-error' });
+    expect(String(errors[0])).toMatch(/schema .* does not exist|function .* does not exist/);
+  });
+
+  test('no named prepared statement is left on the connection (PgBouncer transaction mode), with pg and postgres.js', async () => {
+    const client = new pg.Client(connection());
+    await client.connect();
+    const sql = postgres({ ...connection(), max: 1, onnotice: () => {} });
+    try {
+      for (const each of [client, sql]) {
+        const limiter = new PostgresRateLimiter({ client: each, schema, algorithm: 'sliding-window-log', rule: Rule.perSecond(5), onStoreError: 'deny' });
+        await Promise.all([limiter.tryAcquire('a'), limiter.tryAcquire('b')]);
+        await limiter.tryAcquire('a');
+      }
+      expect((await client.query('SELECT statement FROM pg_prepared_statements')).rows).toEqual([]);
+      // postgres.js prepares its own type lookup once per connection (fetch_types: false turns it off).
+      expect((await sql.unsafe('SELECT statement FROM pg_prepared_statements')).filter(({ statement }) => String(statement).includes('ratekeeper'))).toEqual([]);
+    } finally {
+      await client.end();
+      await sql.end();
+    }
+  });
+
+  test('expired rows are reclaimed by the rows inserted after them: no timer, no sweep of the table', async () => {
+    const prefix = `reclaim-${Math.random()}:`;
+    const count = async () => Number((await pool.query(`SELECT count(*) AS n FROM "${schema}".ratekeeper_state WHERE starts_with(key, $1)`, [prefix])).rows[0].n);
+    const short = new PostgresRateLimiter({ client: pool, schema, prefix, algorithm: 'token-bucket', rule: new Rule(1, 300), onStoreError: 'deny' });
+    await Promise.all(Array.from({ length: 100 }, (_, i) => short.tryAcquire(`old-${i}`)));
+    expect(await count()).toBe(100);
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    // Each new row deletes up to two expired ones: 50 new keys leave none of the 100 old ones.
+    for (let i = 0; i < 50; i++) await short.tryAcquire(`new-${i}`);
+    expect(await count()).toBeLessThanOrEqual(50);
+  });
+
+  test('a refusal writes nothing: the row is as the last grant left it', async () => {
+    const prefix = `refusal-${Math.random()}:`;
+    const limiter = new PostgresRateLimiter({ client: pool, schema, prefix, algorithm: 'sliding-window-log', rule: Rule.perMinute(2), onStoreError: 'deny' });
+    await limiter.tryAcquire('k', 2);
+    const row = async () => (await pool.query(`SELECT state, expires_at, xmin::text FROM "${schema}".ratekeeper_state WHERE starts_with(key, $1)`, [prefix])).rows;
+    const before = await row();
+    for (let i = 0; i < 5; i++) expect((await limiter.tryAcquire('k')).allowed).toBe(false);
+    expect(await row()).toEqual(before);
+  });
+
+  test('exact where limit × windowMs passes 2^53: a token bucket of 2^53 - 1 per 2^42 - 1 ms, in BigInt', async () => {
+    const L = 2n ** 53n - 1n;
+    const W = 2n ** 42n - 1n; // gcd(L, W) = 1: a unit per ms is L, a token W units, the bucket L·W
+    const ceil = (n: bigint, d: bigint) => (n + d - 1n) / d;
+    let now = 1_000_000;
+    const clock = { now: () => now };
+    const limiter = new PostgresRateLimiter({ client: pool, schema, prefix: `wide-${Math.random()}:`, algorithm: 'token-bucket', rule: new Rule(Number(L), Number(W)), onStoreError: 'deny', clock });
+    expect(await limiter.tryAcquire('k', Number(L))).toStrictEqual({ allowed: true, limit: Number(L), remaining: 0, retryAfterMs: 0, resetAfterMs: Number(W) });
+    expect(await limiter.tryAcquire('k')).toStrictEqual({ allowed: false, limit: Number(L), remaining: 0, retryAfterMs: Number(ceil(W, L)), resetAfterMs: Number(W) });
+    now += 1;
+    const left = L - W;
+    expect(await limiter.tryAcquire('k')).toStrictEqual({ allowed: true, limit: Number(L), remaining: Number(left / W), retryAfterMs: 0, resetAfterMs: Number(ceil(L * W - left, L)) });
+  });
+
+  test('checks its input before anything is sent', async () => {
+    const limiter = new PostgresRateLimiter({ client: pool, schema, algorithm: 'fixed-window', rule: Rule.perSecond(3), onStoreError: 'deny' });
+    await expect(limiter.tryAcquire('a\u0000b')).rejects.toThrow(new TypeError('ratekeeper: `key` must be a string without U+0000, got "a\\u0000b"'));
+    await expect(limiter.tryAcquire('k', 4)).rejects.toThrow(RangeError);
+    expect(() => new PostgresRateLimiter({ client: {} as never, algorithm: 'fixed-window', rule: Rule.perSecond(3), onStoreError: 'deny' })).toThrow(
+      new TypeError('ratekeeper: `client` must be a pg Pool or Client, or a postgres.js sql, got an object'),
+    );
+    expect(() => new PostgresRateLimiter({ client: pool, algorithm: 'gcra' as never, rule: Rule.perSecond(3), onStoreError: 'deny' })).toThrow(TypeError);
+    expect(() => new PostgresRateLimiter({ client: pool, schema: '', algorithm: 'fixed-window', rule: Rule.perSecond(3), onStoreError: 'deny' })).toThrow(RangeError);
+    await expect(migrate(pool, { schema: 42 as never })).rejects.toThrow(new TypeError('ratekeeper: `schema` must be a string, got 42'));
+  });
+
+  test('a schema name is quoted, never spliced: any name works', async () => {
+    const odd = `we"ird ${Math.random()}; DROP TABLE x`;
+    await migrate(pool, { schema: odd });
+    const limiter = new PostgresRateLimiter({ client: pool, schema: odd, algorithm: 'sliding-window-counter', rule: Rule.perSecond(3), onStoreError: 'deny' });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 2 });
+    await pool.query(`DROP SCHEMA "${odd.replaceAll('"', '""')}" CASCADE`);
+  });
+});

@@ -1,0 +1,54 @@
+import { inject } from 'vitest';
+import { migrate, type PostgresClientLike, PostgresRateLimiter } from '../../../src/postgres';
+import { freePort } from '../../redis/helpers/redis-server';
+import type { OpenStore, StoreLimiterOptions } from '../conformance';
+
+/** The port of the PostgreSQL cluster started for this run, or 0 when there is none (its suites skip). */
+export const postgresPort = inject('postgresPort');
+
+/** Connection settings for the run's cluster (or any port): trust authentication as `postgres`. */
+export const connection = (port = postgresPort) => ({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres' });
+
+/** A schema of its own for each test file, so that files wipe and count only their own rows. */
+export function uniqueSchema(name: string): string {
+  return `test_${name}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** One client of the store, as its adapter opens it. */
+export interface PostgresTestClient {
+  readonly client: PostgresClientLike;
+  close(): Promise<void>;
+}
+
+/** The {@link OpenStore} of PostgreSQL over one client library, in a schema of its own. */
+export async function openPostgres(name: string, connect: (port: number) => PostgresTestClient): Promise<OpenStore> {
+  const schema = uniqueSchema(name);
+  const main = connect(postgresPort);
+  const opened = [main];
+  await migrate(main.client, { schema });
+  const admin = (sql: string) => run(main.client, sql);
+  return {
+    limiter: (options: StoreLimiterOptions) => new PostgresRateLimiter({ client: main.client, schema, ...options }),
+    unreachable: (options: StoreLimiterOptions) => {
+      let limiter: PostgresRateLimiter | undefined;
+      const ready = freePort().then((port) => {
+        const dead = connect(port);
+        opened.push(dead);
+        limiter = new PostgresRateLimiter({ client: dead.client, schema, ...options });
+      });
+      return { tryAcquire: async (key, permits) => (limiter ?? (await ready, limiter!)).tryAcquire(key, permits) };
+    },
+    wipe: async (prefix) => {
+      await admin(`DELETE FROM "${schema}".ratekeeper_state WHERE starts_with(key, '${prefix.replaceAll("'", "''")}')`);
+    },
+    close: async () => {
+      await admin(`DROP SCHEMA "${schema}" CASCADE`);
+      await Promise.all(opened.map((client) => client.close()));
+    },
+  };
+}
+
+/** Runs a statement on either client library. */
+function run(client: PostgresClientLike, sql: string): Promise<unknown> {
+  return 'unsafe' in client ? Promise.resolve(client.unsafe(sql)) : client.query(sql);
+}
