@@ -8,6 +8,7 @@ import { type FloodResult, renderFlood } from './flood';
 import type { HeapResult } from './heap';
 import type { LatencyRun } from './latency';
 import type { RedisResult } from './redis';
+import { renderStores, STORES, type StoresResult } from './stores';
 import { machine, render, type BenchResults } from './report';
 import type { ThroughputResult, Variant } from './throughput';
 
@@ -40,6 +41,12 @@ async function main(): Promise<void> {
   const control = await runChild<LatencyRun>('./latency.ts', ['map']);
   step('redis');
   const redis = await runChild<RedisResult>('./redis.ts');
+  const stores: StoresResult[] = [];
+  for (const store of STORES) {
+    step(`shared store: ${store}`);
+    stores.push(await runChild<StoresResult>('./stores.ts', [store]));
+  }
+  const storeTables = renderStores(stores);
   step('flood: ten million unique keys');
   const flood = renderFlood(await runChild<FloodResult>('./flood.ts'));
 
@@ -54,8 +61,8 @@ async function main(): Promise<void> {
     redis,
   };
   const { text, markdown } = render(results);
-  console.log(text + flood.text);
-  await writeFile(new URL('./RESULTS.md', import.meta.url), `${markdown}\n${flood.markdown}`);
+  console.log(text + storeTables.text + flood.text);
+  await writeFile(new URL('./RESULTS.md', import.meta.url), `${markdown}\n${storeTables.markdown}\n${flood.markdown}`);
   step('wrote bench/RESULTS.md');
 }
 
