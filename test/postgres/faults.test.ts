@@ -4,31 +4,15 @@
 import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { type Decision, Rule } from '../../src/index';
+import { Rule } from '../../src/index';
 import { migrate, type PostgresClientLike, PostgresRateLimiter, PostgresTimeoutError } from '../../src/postgres';
 import { type PostgresServer, startPostgres } from '../stores/servers/postgres-server';
 import { connection, postgresPort } from '../stores/support/postgres-store';
+import { recovered, timed } from '../support/recovery';
 
 const TIMEOUT_MS = 200;
 /** How much later than timeoutMs a call may settle: event-loop and scheduling noise on a shared machine. */
 const MARGIN_MS = 350;
-
-async function timed(limiter: PostgresRateLimiter, key: string): Promise<{ decision: Decision; elapsed: number }> {
-  const started = performance.now();
-  const decision = await limiter.tryAcquire(key);
-  return { decision, elapsed: performance.now() - started };
-}
-
-/** Calls until PostgreSQL answers normally again, for at most `ms`. */
-async function recovered(limiter: PostgresRateLimiter, key: string, ms: number): Promise<Decision> {
-  const deadline = performance.now() + ms;
-  for (;;) {
-    const { decision, elapsed } = await timed(limiter, key);
-    expect(elapsed).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
-    if (decision.degraded === undefined || performance.now() > deadline) return decision;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 const unhandled: unknown[] = [];
 const collect = (reason: unknown) => unhandled.push(reason);
@@ -70,7 +54,7 @@ describe.skipIf(!postgresPort)('PostgreSQL faults: the policy answers in time, a
       expect(errors.length).toBeGreaterThanOrEqual(2);
       server = await server.restart();
       // The table is UNLOGGED: a clean shutdown keeps it, so each key goes on from where it was.
-      for (const limiter of limiters) expect(await recovered(limiter, 'k', 10_000)).toStrictEqual({ allowed: true, limit: 3, remaining: 1, retryAfterMs: 0, resetAfterMs: expect.any(Number) });
+      for (const limiter of limiters) expect(await recovered(limiter, 'k', 10_000, TIMEOUT_MS + MARGIN_MS)).toStrictEqual({ allowed: true, limit: 3, remaining: 1, retryAfterMs: 0, resetAfterMs: expect.any(Number) });
     } finally {
       await pool.end();
       await sql.end({ timeout: 1 });
@@ -96,7 +80,7 @@ describe.skipIf(!postgresPort)('PostgreSQL faults: the policy answers in time, a
       expect(errors).toEqual([expect.any(PostgresTimeoutError)]);
       await holder.query('COMMIT');
       // The stuck decision ran once the lock was gone and took the last permit: never more than the limit.
-      expect(await recovered(limiter, 'k', 5_000)).toMatchObject({ allowed: false, remaining: 0 });
+      expect(await recovered(limiter, 'k', 5_000, TIMEOUT_MS + MARGIN_MS)).toMatchObject({ allowed: false, remaining: 0 });
     } finally {
       await holder.end();
       await pool.end();

@@ -6,10 +6,11 @@
 // client recover without the app being restarted.
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { type Decision, KeyedRateLimiter, Rule, TokenBucket } from '../../src/index';
+import { KeyedRateLimiter, Rule, TokenBucket } from '../../src/index';
 import { type RedisClientLike, RedisRateLimiter, type StoreErrorPolicy } from '../../src/redis';
 import { ioredisClient, nodeRedisClient, redisPort, uniquePrefix } from '../redis/helpers/clients';
 import { startRedisServer } from '../redis/helpers/redis-server';
+import { recovered, timed } from '../support/recovery';
 
 const TIMEOUT_MS = 150;
 /** How much later than timeoutMs a call may settle: event-loop and scheduling noise on a shared machine. */
@@ -52,24 +53,6 @@ async function delayingProxy(targetPort: number) {
       await new Promise((resolve) => server.close(resolve));
     },
   };
-}
-
-/** Calls `tryAcquire` and measures how long it took to settle. */
-async function timed(limiter: RedisRateLimiter, key: string, permits = 1): Promise<{ decision: Decision; elapsed: number }> {
-  const started = performance.now();
-  const decision = await limiter.tryAcquire(key, permits);
-  return { decision, elapsed: performance.now() - started };
-}
-
-/** Calls until Redis answers normally again, for at most `ms`. */
-async function recovered(limiter: RedisRateLimiter, key: string, ms: number): Promise<Decision> {
-  const deadline = performance.now() + ms;
-  for (;;) {
-    const { decision, elapsed } = await timed(limiter, key);
-    expect(elapsed).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
-    if (decision.degraded === undefined || performance.now() > deadline) return decision;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
 }
 
 const unhandled: unknown[] = [];
@@ -121,7 +104,7 @@ describe.skipIf(!redisPort)('Redis faults: the policy answers in time, nothing i
           }
           proxy.setDelay(0);
           // Redis ran the eight late calls when they arrived: they spent what was left, never more.
-          const after = await recovered(limiter, key, 5_000);
+          const after = await recovered(limiter, key, 5_000, TIMEOUT_MS + MARGIN_MS);
           expect(after).toMatchObject({ allowed: false, remaining: 0 });
           expect(after.degraded).toBeUndefined();
         }
@@ -166,7 +149,7 @@ describe.skipIf(!redisPort)('Redis faults: the policy answers in time, nothing i
       await pause(500);
       server = await startRedisServer({ port });
       // Recovery in place: the same limiters and clients, no restart of the app.
-      for (const limiter of limiters) expect((await recovered(limiter, 'fresh', 10_000)).degraded).toBeUndefined();
+      for (const limiter of limiters) expect((await recovered(limiter, 'fresh', 10_000, TIMEOUT_MS + MARGIN_MS)).degraded).toBeUndefined();
     } finally {
       calling = false;
       await Promise.all(callers);
