@@ -13,6 +13,8 @@
  */
 export class PostgresTimeoutError extends Error {
   override readonly name = 'PostgresTimeoutError';
+  /** A stable code, for code that tells errors apart by field rather than by class. */
+  readonly code = 'ERR_RATEKEEPER_STORE_TIMEOUT';
   /** The bound that was exceeded. */
   readonly timeoutMs: number;
 

@@ -78,6 +78,7 @@ describe.skipIf(!postgresPort)('PostgreSQL faults: the policy answers in time, a
       expect(elapsed).toBeGreaterThanOrEqual(TIMEOUT_MS - 5);
       expect(elapsed).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
       expect(errors).toEqual([expect.any(PostgresTimeoutError)]);
+      expect(errors[0]).toMatchObject({ name: 'PostgresTimeoutError', code: 'ERR_RATEKEEPER_STORE_TIMEOUT', timeoutMs: TIMEOUT_MS });
       await holder.query('COMMIT');
       // The stuck decision ran once the lock was gone and took the last permit: never more than the limit.
       expect(await recovered(limiter, 'k', 5_000, TIMEOUT_MS + MARGIN_MS)).toMatchObject({ allowed: false, remaining: 0 });
