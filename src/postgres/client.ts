@@ -1,3 +1,4 @@
+import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
 
 /**
@@ -45,5 +46,5 @@ export function toQuery(client: unknown): Query {
     const pg = client as { query(text: string, values: readonly unknown[]): Promise<{ rows: unknown[] }> };
     return (text, values) => pg.query(text, values).then((result) => result.rows);
   }
-  throw new TypeError(`ratekeeper: \`client\` must be a pg Pool or Client, or a postgres.js sql, got ${describe(client)}`);
+  throw typeError(`ratekeeper: \`client\` must be a pg Pool or Client, or a postgres.js sql, got ${describe(client)}`);
 }

@@ -1,3 +1,4 @@
+import { rangeError, typeError } from '../core/errors';
 import { describe } from '../core/validate';
 import { toQuery, type PostgresClientLike } from './client';
 import { migration } from './sql/schema';
@@ -33,9 +34,9 @@ export async function migrate(client: PostgresClientLike, options: MigrateOption
 
 /** The schema name as a quoted SQL identifier, after checking it. */
 export function quotedSchema(schema: unknown = 'ratekeeper'): string {
-  if (typeof schema !== 'string') throw new TypeError(`ratekeeper: \`schema\` must be a string, got ${describe(schema)}`);
+  if (typeof schema !== 'string') throw typeError(`ratekeeper: \`schema\` must be a string, got ${describe(schema)}`);
   if (schema.length === 0 || schema.length > 63 || schema.includes('\u0000')) {
-    throw new RangeError(`ratekeeper: \`schema\` must be a PostgreSQL identifier of 1 to 63 characters without NUL, got ${describe(schema)}`);
+    throw rangeError(`ratekeeper: \`schema\` must be a PostgreSQL identifier of 1 to 63 characters without NUL, got ${describe(schema)}`);
   }
   return `"${schema.replaceAll('"', '""')}"`;
 }

@@ -1,6 +1,8 @@
 import type { Clock } from '../core/clock';
 import type { Decision } from '../core/decision';
+import { rangeError, typeError } from '../core/errors';
 import type { Rule } from '../core/rule';
+import { Closable } from '../core/symbols';
 import { checkPermits, describe } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
 import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
@@ -15,7 +17,7 @@ import { type Query, toQuery } from './client';
 import { type Batch, KeyOrder } from './key-order';
 import { quotedSchema } from './migrate';
 import type { PostgresRateLimiterOptions } from './options';
-import { sqlPlans } from './plans';
+import { type PostgresAlgorithm, sqlPlans } from './plans';
 import { PostgresTimeoutError } from './timeout-error';
 
 /**
@@ -62,13 +64,17 @@ interface CallBatch extends Batch {
  * if (!decision.allowed) console.log(`retry in ${decision.retryAfterMs} ms`);
  * ```
  */
-export class PostgresRateLimiter implements AsyncRateLimiter {
+export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   /** The rule every key is limited by. */
   readonly rule: Rule;
   readonly #query: Query;
   readonly #statement: string;
   readonly #codec: string;
   readonly #ruleArgs: string;
+  readonly #algorithm: PostgresAlgorithm;
+  readonly #schema: string;
+  readonly #prefix: string;
+  readonly #timeoutMs: number;
   readonly #keyPrefix: string;
   readonly #clock: Clock | undefined;
   readonly #timeouts: Timeouts;
@@ -79,22 +85,27 @@ export class PostgresRateLimiter implements AsyncRateLimiter {
 
   /** @throws TypeError or RangeError naming the option, before anything is sent to PostgreSQL. */
   constructor(options: PostgresRateLimiterOptions) {
+    super();
     if (options === null || typeof options !== 'object') {
-      throw new TypeError(`ratekeeper: PostgresRateLimiter options must be an object, got ${describe(options)}`);
+      throw typeError(`ratekeeper: PostgresRateLimiter options must be an object, got ${describe(options)}`);
     }
     const { client, algorithm, rule, onStoreError, schema, prefix = 'ratekeeper:', clock, timeoutMs = 500, onError } = options;
     if (typeof algorithm !== 'string' || !Object.hasOwn(sqlPlans, algorithm)) {
-      throw new TypeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(sqlPlans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
+      throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(sqlPlans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
     this.rule = toRule(rule);
     this.#query = toQuery(client);
     const plan = sqlPlans[algorithm];
     const policy = outagePolicy(onStoreError, this.rule);
     this.#statement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], 'acquire') AS r`;
-    if (typeof prefix !== 'string') throw new TypeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
+    if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
+    this.#algorithm = algorithm;
+    this.#schema = schema ?? 'ratekeeper';
+    this.#prefix = prefix;
     this.#keyPrefix = `${prefix}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
     checkStoreOptions(clock, timeoutMs, onError);
     this.#clock = clock;
+    this.#timeoutMs = timeoutMs;
     this.#codec = plan.codec;
     this.#ruleArgs = `{${plan.ruleArgs(this.rule).join(',')}}`;
     this.#timeouts = new Timeouts(timeoutMs, (ms) => new PostgresTimeoutError(ms));
@@ -116,7 +127,7 @@ export class PostgresRateLimiter implements AsyncRateLimiter {
    */
   tryAcquire(key: string, permits = 1): Promise<Decision> {
     if (typeof key !== 'string' || key.includes('\u0000')) {
-      return Promise.reject(new TypeError(`ratekeeper: \`key\` must be a string without U+0000, got ${describe(key)}`));
+      return Promise.reject(typeError(`ratekeeper: \`key\` must be a string without U+0000, got ${describe(key)}`));
     }
     try {
       checkPermits(permits, this.rule.limit);
@@ -125,7 +136,7 @@ export class PostgresRateLimiter implements AsyncRateLimiter {
     }
     const now = this.#clock?.now();
     // A caller's clock is checked: NaN sent to the database would be stored as state.
-    if (now !== undefined && !Number.isFinite(now)) return Promise.reject(new RangeError(`ratekeeper: \`clock\` returned ${describe(now)}, not a finite number`));
+    if (now !== undefined && !Number.isFinite(now)) return Promise.reject(rangeError(`ratekeeper: \`clock\` returned ${describe(now)}, not a finite number`));
     return new Promise((resolve) => this.#coalescer.add({ key, rowKey: this.#keyPrefix + key, permits, now, resolve }, 0));
   }
 
@@ -147,6 +158,31 @@ export class PostgresRateLimiter implements AsyncRateLimiter {
    */
   acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
     return this.#waiting.acquire(key, permits, options);
+  }
+
+  /**
+   * Ends waiting, as `KeyedRateLimiter.close` does: every `acquire` still waiting rejects with a
+   * `ClosedError` (code `ERR_RATEKEEPER_CLOSED`), its timer is cleared, and later `acquire` calls
+   * reject at once. `tryAcquire` keeps answering. The client is yours and stays open: end it after.
+   *
+   * @example
+   * ```ts
+   * import pg from 'pg';
+   * import { Rule } from 'ratekeeper';
+   * import { PostgresRateLimiter } from 'ratekeeper/postgres';
+   * const pool = new pg.Pool();
+   * const limiter = new PostgresRateLimiter({ client: pool, algorithm: 'token-bucket', rule: Rule.perSecond(5), onStoreError: 'deny' });
+   * limiter.close();
+   * await pool.end();
+   * ```
+   */
+  override close(): void {
+    this.#waiting.close();
+  }
+
+  /** A summary for logs and `JSON.stringify`: the algorithm, rule, schema, key prefix and timeout; never the client. */
+  override toJSON(): { algorithm: PostgresAlgorithm; rule: Rule; schema: string; prefix: string; timeoutMs: number } {
+    return { algorithm: this.#algorithm, rule: this.rule, schema: this.#schema, prefix: this.#prefix, timeoutMs: this.#timeoutMs };
   }
 
   /** Starts the calls' deadline and hands them, as one batch, to the key order. */

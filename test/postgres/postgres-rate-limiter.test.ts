@@ -8,6 +8,16 @@ import { Rule } from '../../src/index';
 import { migrate, PostgresRateLimiter } from '../../src/postgres';
 import { connection, postgresPort, uniqueSchema } from '../stores/support/postgres-store';
 
+/** The error `f` throws. */
+function thrown(f: () => unknown): unknown {
+  try {
+    f();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('nothing was thrown');
+}
+
 describe.skipIf(!postgresPort)('PostgresRateLimiter', () => {
   let pool: pg.Pool;
   const schema = uniqueSchema('limiter');
@@ -97,14 +107,23 @@ describe.skipIf(!postgresPort)('PostgresRateLimiter', () => {
 
   test('checks its input before anything is sent', async () => {
     const limiter = new PostgresRateLimiter({ client: pool, schema, algorithm: 'fixed-window', rule: Rule.perSecond(3), onStoreError: 'deny' });
-    await expect(limiter.tryAcquire('a\u0000b')).rejects.toThrow(new TypeError('ratekeeper: `key` must be a string without U+0000, got "a\\u0000b"'));
+    await expect(limiter.tryAcquire('a\u0000b')).rejects.toMatchObject({ name: 'TypeError', message: 'ratekeeper: `key` must be a string without U+0000, got "a\\u0000b"', code: 'ERR_RATEKEEPER_INVALID_ARGUMENT' });
     await expect(limiter.tryAcquire('k', 4)).rejects.toThrow(RangeError);
-    expect(() => new PostgresRateLimiter({ client: {} as never, algorithm: 'fixed-window', rule: Rule.perSecond(3), onStoreError: 'deny' })).toThrow(
-      new TypeError('ratekeeper: `client` must be a pg Pool or Client, or a postgres.js sql, got an object'),
-    );
+    expect(thrown(() => new PostgresRateLimiter({ client: {} as never, algorithm: 'fixed-window', rule: Rule.perSecond(3), onStoreError: 'deny' }))).toMatchObject({ name: 'TypeError', message: 'ratekeeper: `client` must be a pg Pool or Client, or a postgres.js sql, got an object', code: 'ERR_RATEKEEPER_INVALID_ARGUMENT' });
     expect(() => new PostgresRateLimiter({ client: pool, algorithm: 'gcra' as never, rule: Rule.perSecond(3), onStoreError: 'deny' })).toThrow(TypeError);
     expect(() => new PostgresRateLimiter({ client: pool, schema: '', algorithm: 'fixed-window', rule: Rule.perSecond(3), onStoreError: 'deny' })).toThrow(RangeError);
-    await expect(migrate(pool, { schema: 42 as never })).rejects.toThrow(new TypeError('ratekeeper: `schema` must be a string, got 42'));
+    await expect(migrate(pool, { schema: 42 as never })).rejects.toMatchObject({ name: 'TypeError', message: 'ratekeeper: `schema` must be a string, got 42', code: 'ERR_RATEKEEPER_INVALID_ARGUMENT' });
+  });
+
+  test('close() ends waiting (ERR_RATEKEEPER_CLOSED) and tryAcquire still answers; JSON shows the settings, never the client', async () => {
+    const limiter = new PostgresRateLimiter({ client: pool, schema, prefix: `close-${Math.random()}:`, algorithm: 'fixed-window', rule: new Rule(1, 60_000), onStoreError: 'deny' });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true });
+    const waiting = limiter.acquire('k').catch((error: { code?: string }) => error.code);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    limiter.close();
+    expect(await waiting).toBe('ERR_RATEKEEPER_CLOSED');
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false });
+    expect(JSON.parse(JSON.stringify(limiter))).toEqual({ algorithm: 'fixed-window', rule: { limit: 1, windowMs: 60_000 }, schema, prefix: expect.stringMatching(/^close-/), timeoutMs: 500 });
   });
 
   test('a schema name is quoted, never spliced: any name works', async () => {
