@@ -150,7 +150,7 @@ END $$;
 
 /**
  * Sliding window counter: rule = {limit, windowMs}, state = {window index, previous window's
- * count, current window's count}.
+ * count, current window's count, the latest grant's offset into its window}.
  */
 export const SLIDING_WINDOW_COUNTER = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_sliding_window_counter${SIGNATURE}
@@ -162,46 +162,52 @@ DECLARE
   stored numeric := 0;
   stored_previous numeric := 0;
   stored_current numeric := 0;
+  stored_offset numeric := 0;
+  fresh boolean;
   win numeric;
   elapsed numeric;
   previous numeric;
   current numeric;
-  room numeric;
+  available numeric;
   until_next numeric;
+  fits numeric;
   wait numeric;
   into_next numeric;
 BEGIN
   ${ONLY_ACQUIRE}
-  IF state IS NOT NULL THEN stored := state[1]; stored_previous := state[2]; stored_current := state[3]; END IF;
-  -- A reading from an earlier window than the stored one counts as no time passing.
-  win := CASE WHEN idx > stored OR (stored_previous = 0 AND stored_current = 0) THEN idx ELSE stored END;
-  elapsed := greatest(now, win * w) - win * w;
+  IF state IS NOT NULL THEN stored := state[1]; stored_previous := state[2]; stored_current := state[3]; stored_offset := state[4]; END IF;
+  fresh := stored_previous = 0 AND stored_current = 0;
+  -- A reading earlier than the latest grant counts as no time passing.
+  win := CASE WHEN fresh OR idx > stored THEN idx ELSE stored END;
+  elapsed := CASE WHEN fresh OR idx > stored THEN now - win * w ELSE greatest(now - win * w, stored_offset) END;
   previous := CASE WHEN win = stored THEN stored_previous WHEN win = stored + 1 THEN stored_current ELSE 0 END;
   current := CASE WHEN win = stored THEN stored_current ELSE 0 END;
-  room := (lim - current) * w - previous * (w - elapsed); -- (limit - estimate) * w
-  IF room < permits * w THEN
-    remaining := greatest(0, ${schema}.ratekeeper_floor_div(room, w));
+  -- Whole permits left: the limit less the count and the previous window's weight, rounded up.
+  available := lim - current - ${schema}.ratekeeper_ceil_div(previous * (w - elapsed), w);
+  IF available < permits THEN
+    remaining := greatest(0, available);
     until_next := w - elapsed;
     retry_after := NULL;
-    -- Here previous > 0: with no previous weight, a request that fits the count would have been allowed.
-    IF current + permits <= lim THEN
-      wait := ${schema}.ratekeeper_ceil_div(permits * w - room, previous);
+    -- The weight may be at most fits: previous * (w - elapsed - wait) <= fits * w.
+    fits := lim - current - permits;
+    IF fits >= 0 AND fits < previous THEN
+      wait := until_next - ${schema}.ratekeeper_floor_div(fits * w, previous);
       IF wait < until_next THEN retry_after := ceil(wait); END IF;
     END IF;
     IF retry_after IS NULL THEN
       IF current = 0 THEN
         retry_after := ceil(until_next);
       ELSE
-        -- What the count carried into the next window may weigh: (limit - permits) * w.
-        into_next := greatest(0, ${schema}.ratekeeper_ceil_div(current * w - (lim - permits) * w, current));
+        -- In the next window the count carried over may weigh at most limit - permits.
+        into_next := CASE WHEN lim - permits >= current THEN 0 ELSE w - ${schema}.ratekeeper_floor_div((lim - permits) * w, current) END;
         retry_after := ceil(until_next + CASE WHEN into_next < w THEN into_next ELSE w END);
       END IF;
     END IF;
     reset_after := CASE WHEN current > 0 THEN ceil(2 * w - elapsed) WHEN previous > 0 THEN ceil(w - elapsed) ELSE 0 END;
     RETURN;
   END IF;
-  next_state := ARRAY[win, previous, current + permits];
-  remaining := ${schema}.ratekeeper_floor_div(room - permits * w, w);
+  next_state := ARRAY[win, previous, current + permits, elapsed];
+  remaining := available - permits;
   retry_after := 0;
   reset_after := ceil(2 * w - elapsed);
 END $$;
