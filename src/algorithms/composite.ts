@@ -2,7 +2,8 @@ import { allow, reject, type Decision } from '../core/decision';
 import { typeError } from '../core/errors';
 import { Printable } from '../core/symbols';
 import { checkTime, describe } from '../core/validate';
-import type { PeekableAlgorithm } from './algorithm';
+import type { Receipt, Reserved } from './accounting';
+import type { AccountingAlgorithm, PeekableAlgorithm } from './algorithm';
 
 /**
  * Several rules on one key at once (10 per second and 1000 per hour), decided all-or-nothing: a
@@ -24,7 +25,7 @@ import type { PeekableAlgorithm } from './algorithm';
  * limiter.tryAcquire('user-1').remaining; // 9: the per-second part binds
  * ```
  */
-export class Composite extends Printable implements PeekableAlgorithm {
+export class Composite extends Printable implements AccountingAlgorithm {
   /** The rules this key is held to, each with its own state; nested composites are flattened. */
   readonly parts: readonly PeekableAlgorithm[];
   /** The latest time a request was granted at: an earlier reading counts as no time passing, as in every part. */
@@ -61,9 +62,38 @@ export class Composite extends Printable implements PeekableAlgorithm {
     return decision;
   }
 
+  /** Charges every part (a cost that happened counts against every rule); returns the state after. */
+  charge(nowMs: number, permits: number): Decision {
+    const parts = this.accounting('charge');
+    checkTime(nowMs);
+    const now = nowMs > this.latest ? nowMs : this.latest;
+    // The first part checks `permits` before anything is spent; the rest take the same value.
+    for (const part of parts) part.charge(now, permits);
+    this.latest = now;
+    return this.peek(now, 0);
+  }
+
+  /** Reserves in every part or none; the receipt holds each part's. */
+  reserve(nowMs: number, permits = 1): Reserved {
+    const parts = this.accounting('reserve');
+    const decision = this.peek(nowMs, permits);
+    if (!decision.allowed) return { decision, receipt: undefined };
+    const now = nowMs > this.latest ? nowMs : this.latest;
+    const receipt = parts.map((part) => part.reserve(now, permits).receipt as Receipt);
+    this.latest = now;
+    return { decision, receipt };
+  }
+
+  refund(nowMs: number, receipt: Receipt, permits: number): void {
+    const parts = this.accounting('refund');
+    const now = nowMs > this.latest ? nowMs : this.latest;
+    parts.forEach((part, i) => part.refund(now, (receipt as Receipt[])[i] as Receipt, permits));
+  }
+
   peek(nowMs: number, permits = 1): Decision {
     checkTime(nowMs);
     const now = nowMs > this.latest ? nowMs : this.latest;
+    if (permits === 0) return this.stateAt(now);
     let limit = 0;
     let available = Infinity;
     let resetAfterMs = 0;
@@ -81,6 +111,30 @@ export class Composite extends Printable implements PeekableAlgorithm {
     }
     if (longest === 0) return allow(limit, available - permits, resetAfterMs);
     return reject(limit, available, this.waitFrom(now, permits, longest), this.resetFrom(now, permits));
+  }
+
+  /** The state now, for `peek(nowMs, 0)`: the fewest permits any part has, and the latest reset. */
+  private stateAt(now: number): Decision {
+    let binding: Decision | undefined;
+    let resetAfterMs = 0;
+    for (const part of this.parts) {
+      const decision = part.peek(now, 0);
+      if (binding === undefined || decision.remaining < binding.remaining) binding = decision;
+      if (decision.resetAfterMs > resetAfterMs) resetAfterMs = decision.resetAfterMs;
+    }
+    const { limit, remaining } = binding as Decision;
+    return allow(limit, remaining, resetAfterMs);
+  }
+
+  /** The parts, once each is known to keep accounts (every ratekeeper algorithm does; a custom one may not). */
+  private accounting(operation: string): readonly AccountingAlgorithm[] {
+    const parts = this.parts as readonly Partial<AccountingAlgorithm>[];
+    parts.forEach((part, i) => {
+      if (typeof part.charge !== 'function' || typeof part.reserve !== 'function' || typeof part.refund !== 'function') {
+        throw new TypeError(`ratekeeper: Composite ${operation} needs every part to have charge, reserve and refund; \`parts[${i}]\` has not`);
+      }
+    });
+    return parts as readonly AccountingAlgorithm[];
   }
 
   isIdle(nowMs: number): boolean {

@@ -3,7 +3,13 @@ import { floorDiv } from '../core/exact';
 import { canonicalRule, type Rule } from '../core/rule';
 import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
-import type { PeekableAlgorithm } from './algorithm';
+import { checkCharge, DEBT_LIMITS, type Receipt, type Reserved, stateNow } from './accounting';
+import type { AccountingAlgorithm } from './algorithm';
+
+/** What a window's reservation remembers: the window it was counted in. */
+interface WindowReceipt {
+  readonly window: number;
+}
 
 /**
  * A fixed window: at most `limit` per window, with windows aligned to the clock's zero
@@ -18,7 +24,7 @@ import type { PeekableAlgorithm } from './algorithm';
  * window.tryAcquire(950).retryAfterMs; // 50: the next window opens at 1000
  * ```
  */
-export class FixedWindow extends Printable implements PeekableAlgorithm {
+export class FixedWindow extends Printable implements AccountingAlgorithm {
   private readonly rule: Rule;
   /**
    * The index of the window `count` belongs to: window i covers [i·windowMs, (i+1)·windowMs).
@@ -34,11 +40,51 @@ export class FixedWindow extends Printable implements PeekableAlgorithm {
   }
 
   tryAcquire(nowMs: number, permits = 1): Decision {
+    checkPermits(permits, this.rule.limit);
     return this.decide(nowMs, permits, true);
   }
 
   peek(nowMs: number, permits = 1): Decision {
+    if (permits === 0) return stateNow(this.decide(nowMs, 0, false));
+    checkPermits(permits, this.rule.limit);
     return this.decide(nowMs, permits, false);
+  }
+
+  /**
+   * In debt the count passes the limit (up to twice it), which refuses every request until the
+   * window ends, whatever the amount: a debt never outlives its window.
+   */
+  charge(nowMs: number, permits: number): Decision {
+    checkCharge(permits);
+    const { limit, windowMs } = this.rule;
+    checkTime(nowMs);
+    if (permits <= limit) {
+      const granted = this.decide(nowMs, permits, true);
+      if (granted.allowed) return granted;
+    }
+    const current = floorDiv(nowMs, windowMs);
+    const window = current > this.window || this.count === 0 ? current : this.window;
+    const now = Math.max(nowMs, window * windowMs);
+    // Past the limit the amount refuses nothing more, so dropping what passes the bound forgives
+    // nothing and voids no refund: the reservations still counted are at most `limit`, so giving
+    // them all back cannot bring the count under it before the window ends.
+    const used = window === this.window ? this.count : 0;
+    this.window = window;
+    this.count = Math.min(used + permits, (1 + DEBT_LIMITS) * limit);
+    return allow(limit, 0, Math.ceil((window + 1) * windowMs - now));
+  }
+
+  reserve(nowMs: number, permits = 1): Reserved {
+    const decision = this.tryAcquire(nowMs, permits);
+    const receipt: WindowReceipt | undefined = decision.allowed ? { window: this.window } : undefined;
+    return { decision, receipt };
+  }
+
+  /** Only from the window the permits were counted in, and only while it lasts. */
+  refund(nowMs: number, receipt: Receipt, permits: number): void {
+    const { window } = receipt as WindowReceipt;
+    if (window !== this.window || floorDiv(nowMs, this.rule.windowMs) > window) return;
+    this.count -= Math.min(permits, this.count);
   }
 
   isIdle(nowMs: number): boolean {
@@ -54,18 +100,17 @@ export class FixedWindow extends Printable implements PeekableAlgorithm {
   private decide(nowMs: number, permits: number, spend: boolean): Decision {
     const { limit, windowMs } = this.rule;
     checkTime(nowMs);
-    checkPermits(permits, limit);
     // A reading from an earlier window than the stored one counts as no time passing.
     const current = floorDiv(nowMs, windowMs);
     const window = current > this.window || this.count === 0 ? current : this.window;
     const now = Math.max(nowMs, window * windowMs);
     const used = window === this.window ? this.count : 0;
     const untilNext = Math.ceil((window + 1) * windowMs - now);
-    if (used + permits > limit) return reject(limit, limit - used, untilNext, untilNext);
+    if (used + permits > limit) return reject(limit, Math.max(0, limit - used), untilNext, untilNext);
     if (spend) {
       this.window = window;
       this.count = used + permits;
     }
-    return allow(limit, limit - used - permits, untilNext);
+    return allow(limit, limit - used - permits, used + permits === 0 ? 0 : untilNext);
   }
 }

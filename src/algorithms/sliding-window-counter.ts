@@ -3,7 +3,14 @@ import { floorDiv, mulDivCeil, mulDivFloor } from '../core/exact';
 import { canonicalRule, type Rule } from '../core/rule';
 import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
-import type { PeekableAlgorithm } from './algorithm';
+import { checkCharge, DEBT_LIMITS, forgive, forgivenCount, type Receipt, type Reserved, stateNow } from './accounting';
+import type { AccountingAlgorithm } from './algorithm';
+
+/** What a counter's reservation remembers: the window it was counted in. */
+interface CounterReceipt {
+  readonly window: number;
+  readonly forgiven: number;
+}
 
 /**
  * A sliding window counter: keeps counts for the current and the previous aligned window and
@@ -25,7 +32,7 @@ import type { PeekableAlgorithm } from './algorithm';
  * counter.tryAcquire(90_000).remaining; // 39: the estimate was 80·½ + 20 = 60, plus this one
  * ```
  */
-export class SlidingWindowCounter extends Printable implements PeekableAlgorithm {
+export class SlidingWindowCounter extends Printable implements AccountingAlgorithm {
   private readonly rule: Rule;
   /**
    * The index of the current window: window i covers [i·windowMs, (i+1)·windowMs). Meaningless
@@ -47,11 +54,62 @@ export class SlidingWindowCounter extends Printable implements PeekableAlgorithm
   }
 
   tryAcquire(nowMs: number, permits = 1): Decision {
+    checkPermits(permits, this.rule.limit);
     return this.decide(nowMs, permits, true);
   }
 
   peek(nowMs: number, permits = 1): Decision {
+    if (permits === 0) return stateNow(this.decide(nowMs, 0, false));
+    checkPermits(permits, this.rule.limit);
     return this.decide(nowMs, permits, false);
+  }
+
+  /**
+   * In debt the current count passes the limit (up to twice it); the debt weighs on the estimate
+   * through the next window as the previous count does, so it is repaid within two windows.
+   */
+  charge(nowMs: number, permits: number): Decision {
+    checkCharge(permits);
+    const { limit, windowMs: w } = this.rule;
+    checkTime(nowMs);
+    if (permits <= limit) {
+      const granted = this.decide(nowMs, permits, true);
+      if (granted.allowed) return granted;
+    }
+    const index = floorDiv(nowMs, w);
+    const fresh = this.previous === 0 && this.current === 0;
+    const window = fresh || index > this.window ? index : this.window;
+    const elapsed = fresh || index > this.window ? nowMs - window * w : Math.max(nowMs - window * w, this.offset);
+    const previous = window === this.window ? this.previous : window === this.window + 1 ? this.current : 0;
+    const wanted = (window === this.window ? this.current : 0) + permits;
+    const bound = (1 + DEBT_LIMITS) * limit;
+    if (wanted > bound) forgive(this);
+    this.window = window;
+    this.offset = elapsed;
+    this.previous = previous;
+    this.current = wanted < bound ? wanted : bound;
+    const available = limit - this.current - mulDivCeil(previous, w - elapsed, w);
+    return allow(limit, Math.max(0, available), resetAfter(previous, this.current, w, elapsed));
+  }
+
+  reserve(nowMs: number, permits = 1): Reserved {
+    const decision = this.tryAcquire(nowMs, permits);
+    if (!decision.allowed) return { decision, receipt: undefined };
+    const receipt: CounterReceipt = { window: this.window, forgiven: forgivenCount(this) };
+    return { decision, receipt };
+  }
+
+  /**
+   * Takes the permits off the count of the window they were counted in: the current count while
+   * that window lasts, the previous count through the next one (removing exactly the weight still
+   * counted), nothing after.
+   */
+  refund(nowMs: number, receipt: Receipt, permits: number): void {
+    const { window, forgiven } = receipt as CounterReceipt;
+    if (forgiven !== forgivenCount(this)) return;
+    const index = Math.max(floorDiv(nowMs, this.rule.windowMs), this.window);
+    if (window === this.window && index <= window + 1) this.current -= Math.min(permits, this.current);
+    else if (window === this.window - 1 && index === this.window) this.previous -= Math.min(permits, this.previous);
   }
 
   isIdle(nowMs: number): boolean {
@@ -70,7 +128,6 @@ export class SlidingWindowCounter extends Printable implements PeekableAlgorithm
   private decide(nowMs: number, permits: number, spend: boolean): Decision {
     const { limit, windowMs: w } = this.rule;
     checkTime(nowMs);
-    checkPermits(permits, limit);
     const index = floorDiv(nowMs, w);
     const fresh = this.previous === 0 && this.current === 0;
     // A reading earlier than the latest grant counts as no time passing.

@@ -2,8 +2,17 @@ import { allow, reject, type Decision } from '../core/decision';
 import { ceilDiv, floorDiv, gcd, mulDivMod } from '../core/exact';
 import { sharedPerRule, type Rule } from '../core/rule';
 import { Printable } from '../core/symbols';
+import { rangeError } from '../core/errors';
 import { checkPermits, checkTime } from '../core/validate';
-import type { PeekableAlgorithm } from './algorithm';
+import { checkCharge, DEBT_LIMITS, forgive, forgivenCount, type Receipt, type Reserved } from './accounting';
+import type { AccountingAlgorithm } from './algorithm';
+
+/** What a bucket's reservation remembers: the deficit (in units) right after the grant, and when. */
+interface BucketReceipt {
+  readonly at: number;
+  readonly deficit: number;
+  readonly forgiven: number;
+}
 
 // Tokens are counted in scaled units so that refill is whole numbers on an integer clock: with the
 // rate limit/windowMs reduced to perMs/perToken, one millisecond adds `perMs` units and one token is
@@ -54,7 +63,7 @@ const planFor = sharedPerRule(scaledUnits);
  * bucket.tryAcquire(0).retryAfterMs; // 250
  * ```
  */
-export class TokenBucket extends Printable implements PeekableAlgorithm {
+export class TokenBucket extends Printable implements AccountingAlgorithm {
   private readonly plan: Plan;
   /** Scaled units left; for a wide plan, whole tokens left. */
   private units: number;
@@ -81,7 +90,48 @@ export class TokenBucket extends Printable implements PeekableAlgorithm {
   }
 
   peek(nowMs: number, permits = 1): Decision {
+    if (permits === 0) return this.stateAt(nowMs);
     return this.plan.wide ? this.decideWide(nowMs, permits, false) : this.decide(nowMs, permits, false);
+  }
+
+  /** In debt the units go below zero, down to one full bucket below (`-capacity`); refill repays it. */
+  charge(nowMs: number, permits: number): Decision {
+    checkCharge(permits);
+    this.narrowOnly('charge');
+    const { limit, perMs, perToken, capacity } = this.plan;
+    checkTime(nowMs);
+    const now = nowMs > this.last ? nowMs : this.last;
+    const wanted = this.unitsAt(now) - permits * perToken;
+    const floor = -DEBT_LIMITS * capacity;
+    if (wanted < floor) forgive(this);
+    this.units = wanted < floor ? floor : wanted;
+    this.last = now;
+    return allow(limit, Math.max(0, floorDiv(this.units, perToken)), ceilDiv(capacity - this.units, perMs));
+  }
+
+  reserve(nowMs: number, permits = 1): Reserved {
+    this.narrowOnly('reserve');
+    const decision = this.tryAcquire(nowMs, permits);
+    if (!decision.allowed) return { decision, receipt: undefined };
+    const receipt: BucketReceipt = { at: this.last, deficit: this.plan.capacity - this.units, forgiven: forgivenCount(this) };
+    return { decision, receipt };
+  }
+
+  /**
+   * The deficit the grant left shrinks by refill whatever else happens, so what is still owed is
+   * that deficit less the refill since: giving back more would credit what time already repaid
+   * (spend 5 of 10, refill to full, spend 8: a late refund of 5 must give back nothing).
+   */
+  refund(nowMs: number, receipt: Receipt, permits: number): void {
+    const { at, deficit, forgiven } = receipt as BucketReceipt;
+    const { perMs, perToken, capacity } = this.plan;
+    if (forgiven !== forgivenCount(this)) return;
+    const now = nowMs > this.last ? nowMs : this.last;
+    const owed = Math.min(permits * perToken, deficit - (now - at) * perMs);
+    if (owed <= 0) return;
+    const units = this.unitsAt(now) + owed;
+    this.units = units < capacity ? units : capacity;
+    this.last = now;
   }
 
   isIdle(nowMs: number): boolean {
@@ -106,7 +156,7 @@ export class TokenBucket extends Printable implements PeekableAlgorithm {
     const units = refilled < capacity ? refilled : capacity;
     const cost = permits * perToken;
     if (units < cost) {
-      return reject(limit, floorDiv(units, perToken), ceilDiv(cost - units, perMs), ceilDiv(capacity - units, perMs));
+      return reject(limit, Math.max(0, floorDiv(units, perToken)), ceilDiv(cost - units, perMs), ceilDiv(capacity - units, perMs));
     }
     const left = units - cost;
     if (spend) {
@@ -150,5 +200,36 @@ export class TokenBucket extends Printable implements PeekableAlgorithm {
     const { perMs, perToken } = this.plan;
     const [q, r] = mulDivMod(wanted - tokens - 1, perToken, perToken - partial, perMs);
     return r > 0 ? q + 1 : q;
+  }
+
+  /** The state now, for `peek(nowMs, 0)`: whole tokens held (none in debt), and the time until full. */
+  private stateAt(nowMs: number): Decision {
+    const { limit, perMs, perToken, capacity } = this.plan;
+    checkTime(nowMs);
+    const now = nowMs > this.last ? nowMs : this.last;
+    if (this.plan.wide) {
+      const [tokens, partial] = this.refilled(now - this.last);
+      return allow(limit, tokens, this.untilTokens(limit, tokens, partial));
+    }
+    const units = this.unitsAt(now);
+    return allow(limit, Math.max(0, floorDiv(units, perToken)), ceilDiv(capacity - units, perMs));
+  }
+
+  /** The units held at `now` (not earlier than the last write), refill applied up to the capacity. */
+  private unitsAt(now: number): number {
+    const refilled = this.units + (now - this.last) * this.plan.perMs;
+    return refilled < this.plan.capacity ? refilled : this.plan.capacity;
+  }
+
+  /**
+   * Debt and receipts are kept in scaled units, so they need a rule whose capacity in units stays
+   * below 2^53 (every rule but the largest: 1e9 per day is past it). Such a rule refuses them plainly.
+   */
+  private narrowOnly(operation: string): void {
+    if (this.plan.wide) {
+      throw rangeError(
+        `ratekeeper: TokenBucket ${operation} needs limit × windowMs / gcd(limit, windowMs) below 2^53, got ${this.plan.limit} per ${this.plan.windowMs} ms`,
+      );
+    }
   }
 }

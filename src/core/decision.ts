@@ -3,8 +3,9 @@
  * - `'key-table-full'`: `maxKeys` keys were resident and none was idle, so a new key was refused.
  * - `'store-error'`: the shared store failed; the outage policy decided.
  * - `'store-timeout'`: the shared store did not answer within `timeoutMs`; the outage policy decided.
+ * - `'queue-full'`: `acquire` found `maxWaiters` callers already waiting on the key, and refused at once.
  */
-export type DegradedReason = 'key-table-full' | 'store-error' | 'store-timeout';
+export type DegradedReason = 'key-table-full' | 'store-error' | 'store-timeout' | 'queue-full';
 
 /** A granted request. */
 export interface Allowed {
