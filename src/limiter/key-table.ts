@@ -44,7 +44,7 @@ export class KeyTable {
    * ("wrong call target") whenever a second limiter swept, and one such call took 8 ms in
    * bench/latency.ts.
    */
-  readonly #pinned: { has(key: string): boolean };
+  readonly #pinned: { has(key: string, now: number): boolean };
   /**
    * Once the table has been full (with `maxKeys`), every resident key by the earliest time it could
    * be idle, so that a full table finds an idle key whenever there is one, without a search: a
@@ -63,7 +63,7 @@ export class KeyTable {
   #lastKey: string | undefined;
   #lastState: RateLimitAlgorithm | undefined;
 
-  constructor(factory: Factory, maxKeys: number, pinned: { has(key: string): boolean }) {
+  constructor(factory: Factory, maxKeys: number, pinned: { has(key: string, now: number): boolean }) {
     this.#factory = factory;
     this.#maxKeys = maxKeys;
     this.#pinned = pinned;
@@ -169,6 +169,13 @@ export class KeyTable {
   }
 
   /** Switches to a new factory at `now`; keys are carried over lazily (see the class comment). */
+  /** Forgets a key, resident or from before the last reconfiguration: it is as if never seen. */
+  delete(key: string): void {
+    this.#current.delete(key);
+    this.#previous.delete(key);
+    this.#removed(key);
+  }
+
   reconfigure(factory: Factory, now: number): void {
     // Keys still waiting from an earlier switch are carried over to that switch first, at its time.
     for (const [key, old] of this.#previous) this.#carry(key, old);
@@ -212,7 +219,7 @@ export class KeyTable {
    * spent permits over to a rule with a longer window.
    */
   #forgettable(key: string, state: RateLimitAlgorithm, at: number): boolean {
-    return state.isIdle(at) && !this.#pinned.has(key);
+    return state.isIdle(at) && !this.#pinned.has(key, at);
   }
 
   /** Called whenever `key` leaves `#current`: the last key found must not outlive its entry. */

@@ -1,13 +1,19 @@
-import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
+import { checkCharge, type Receipt } from '../algorithms/accounting';
+import type { AccountingAlgorithm, PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
 import { type Clock, systemClock } from '../core/clock';
-import { type Decision, type Rejected, reject } from '../core/decision';
+import { type Decision, degrade, type Rejected, reject } from '../core/decision';
 import { typeError } from '../core/errors';
 import { Closable } from '../core/symbols';
-import { describe, finiteNumber, integerIn } from '../core/validate';
+import { checkPermits, describe, finiteNumber, integerIn } from '../core/validate';
 import type { AcquireOptions } from './acquire-options';
+import { KeyBlocks, KeyPins } from './key-blocks';
 import { checkFactory, KeyTable, tableFull } from './key-table';
+import { KeyReservation, type Ledger, type Reservation } from './reservation';
 import { type Scheduler, schedulerFor } from './scheduler';
 import { WaitQueue } from './wait-queue';
+
+/** The longest block: 2^42 ms, about 139 years, so that every block has an end a store can keep. */
+export const MAX_BLOCK_MS = 2 ** 42;
 
 /**
  * Anything that decides synchronously per key: a `KeyedRateLimiter`, or your own.
@@ -40,6 +46,12 @@ export interface KeyedRateLimiterOptions {
    * refused with `degraded: 'key-table-full'`. @default Infinity
    */
   maxKeys?: number | undefined;
+  /**
+   * The most callers that may wait in `acquire` on one key at once. One more is answered at once
+   * with the key's refusal marked `degraded: 'queue-full'`, instead of joining the line.
+   * @default Infinity
+   */
+  maxWaiters?: number | undefined;
 }
 
 /**
@@ -61,6 +73,10 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
   readonly #clock: Clock;
   readonly #waiting: WaitQueue;
   readonly #maxKeys: number;
+  readonly #blocks = new KeyBlocks();
+  /** False until the first `block`: until then no call looks at blocks. */
+  #mayBlock = false;
+  readonly #ledger: Ledger = { settle: (key, state, receipt, reserved, actual) => this.#settle(key, state, receipt, reserved, actual) };
   #latest = -Infinity;
 
   constructor(options: KeyedRateLimiterOptions) {
@@ -68,7 +84,7 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     if (options === null || typeof options !== 'object') {
       throw typeError(`ratekeeper: KeyedRateLimiter options must be an object, got ${describe(options)}`);
     }
-    const { algorithm, clock = systemClock, maxKeys = Infinity } = options;
+    const { algorithm, clock = systemClock, maxKeys = Infinity, maxWaiters } = options;
     checkFactory(algorithm);
     if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function') {
       throw typeError(`ratekeeper: \`clock\` must be an object with a now() method, got ${describe(clock)}`);
@@ -76,8 +92,10 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     if (maxKeys !== Infinity) integerIn('maxKeys', maxKeys, 1, Number.MAX_SAFE_INTEGER);
     this.#clock = clock;
     this.#maxKeys = maxKeys;
-    this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), schedulerFor(clock), (key, permits) => this.#standing(key, permits));
-    this.#table = new KeyTable(algorithm, maxKeys, this.#waiting);
+    this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), schedulerFor(clock), (key, permits) => this.#standing(key, permits), {
+      maxWaiters,
+    });
+    this.#table = new KeyTable(algorithm, maxKeys, new KeyPins(this.#waiting, this.#blocks));
   }
 
   /** How many keys are resident. */
@@ -94,6 +112,150 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     const state = this.#table.get(key);
     if (state !== undefined) return state.tryAcquire(now, permits);
     return this.#admit(key, permits, now);
+  }
+
+  /**
+   * `tryAcquire` once a key has been blocked: the first `block` puts it in place of the plain one
+   * (see `block`), so a limiter that never blocks pays nothing for blocks. Checking a flag on every
+   * call cost a hot key 5-15% in the same process (bench/_ab runs beside main's code): the branch
+   * alone was enough to change what V8 inlined.
+   */
+  #tryAcquireUnlessBlocked(key: string, permits = 1): Decision {
+    const now = this.#read(this.#clock.now());
+    const refusal = this.#whileBlocked(key, permits, now);
+    if (refusal !== undefined) return refusal;
+    const state = this.#table.get(key);
+    if (state !== undefined) return state.tryAcquire(now, permits);
+    return this.#admit(key, permits, now);
+  }
+
+  /**
+   * What `tryAcquire(key, permits)` would answer now (a block included), spending nothing and
+   * storing no key. `permits` 0 answers the state now, for a dashboard: `remaining` is the whole
+   * permits available now, `resetAfterMs` the time until the key is as new, and `allowed` is false
+   * only while the key is blocked.
+   * @throws as `tryAcquire` does; TypeError when the key's algorithm has no `peek`.
+   *
+   * @example
+   * ```ts
+   * import { KeyedRateLimiter, Rule, TokenBucket } from 'ratekeeper';
+   * const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(60)) });
+   * limiter.tryAcquire('user-1', 10);
+   * limiter.peek('user-1', 0).remaining; // 50 left now, and nothing spent
+   * ```
+   */
+  peek(key: string, permits = 1): Decision {
+    const now = this.#read(this.#clock.now());
+    // A resident key without blocks is tryAcquire's path with peek for tryAcquire (a dashboard reads often).
+    const resident = this.#mayBlock ? undefined : (this.#table.get(key) as Partial<PeekableAlgorithm> | undefined);
+    return resident?.peek?.(now, permits) ?? this.#peekAny(key, permits, now);
+  }
+
+  /**
+   * Forgets `key`: its state and any block are gone, and every later decision is a never-seen key's.
+   * Those waiting on it are tried again at once. Outstanding reservations of the key give nothing back.
+   *
+   * @example
+   * ```ts
+   * import { KeyedRateLimiter, Rule, SlidingWindowLog } from 'ratekeeper';
+   * const failures = new KeyedRateLimiter({ algorithm: () => new SlidingWindowLog(Rule.perHour(10)) });
+   * failures.charge('alice', 3);
+   * failures.reset('alice'); // she logged in: her failures no longer count
+   * failures.peek('alice', 0).remaining; // 10
+   * ```
+   */
+  reset(key: string): void {
+    checkKey(key);
+    this.#table.delete(key);
+    this.#blocks.delete(key);
+    this.#waiting.wake(key);
+  }
+
+  /**
+   * Counts `permits` that were already used (a failed login, tokens an upstream consumed): never
+   * refused, and `permits` may exceed the limit. What fits is spent exactly as `tryAcquire` would;
+   * beyond that the key goes into debt, at most one full limit deep (the rest is forgiven), and is
+   * refused until the debt is repaid, with exact `retryAfterMs`. Returns the key's state after, as
+   * `peek(key, 0)` would without a block. A new key that finds the table full of active keys is
+   * not stored: the charge is lost and the answer says `degraded: 'key-table-full'`.
+   * @throws TypeError for a non-string key or an algorithm without `charge`; RangeError when
+   * `permits` is not a positive safe integer.
+   *
+   * @example
+   * ```ts
+   * import { KeyedRateLimiter, Rule, FixedWindow } from 'ratekeeper';
+   * const limiter = new KeyedRateLimiter({ algorithm: () => new FixedWindow(Rule.perMinute(10)) });
+   * limiter.charge('user-1', 14).remaining; // 0: 4 in debt until the minute ends
+   * limiter.tryAcquire('user-1').allowed; // false
+   * ```
+   */
+  charge(key: string, permits: number): Decision {
+    checkCharge(permits);
+    const now = this.#read(this.#clock.now());
+    const state = this.#stateOf(key);
+    if (state !== undefined) return capable(state, 'charge').charge(now, permits);
+    const fresh = capable(this.#fresh(key), 'charge');
+    const decision = fresh.charge(now, permits);
+    return this.#table.add(key, fresh, now, decision.resetAfterMs) ? decision : degrade(decision, 'key-table-full');
+  }
+
+  /**
+   * Refuses every request of `key` for `durationMs` from now, spending nothing: each refusal's
+   * `retryAfterMs` is the longer of the time left and what the key's algorithm alone would say. A
+   * blocked key is never reclaimed as idle; a shorter block never shortens a longer one; only
+   * `reset` lifts it (no charge, refund or reconfiguration can). `durationMs` is a whole number of
+   * ms from 0 to 2^42 (about 139 years).
+   *
+   * @example
+   * ```ts
+   * import { KeyedRateLimiter, Rule, TokenBucket } from 'ratekeeper';
+   * const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(60)) });
+   * limiter.block('user-1', 3_600_000);
+   * limiter.tryAcquire('user-1').retryAfterMs; // 3600000
+   * ```
+   */
+  block(key: string, durationMs: number): void {
+    checkKey(key);
+    integerIn('durationMs', durationMs, 0, MAX_BLOCK_MS);
+    const now = this.#read(this.#clock.now());
+    if (durationMs === 0) return;
+    this.#blocks.add(key, now + durationMs, now);
+    if (this.#mayBlock) return;
+    this.#mayBlock = true;
+    // From now on every decision checks blocks: the instance's own tryAcquire replaces the plain one.
+    Object.defineProperty(this, 'tryAcquire', { value: this.#tryAcquireUnlessBlocked.bind(this), writable: true, configurable: true });
+  }
+
+  /**
+   * Grants (or refuses) `permits` (default 1) now, exactly as `tryAcquire`, for a request whose real
+   * cost is known only later: settle the reservation once with that cost. What was not used is given
+   * back exactly (only what is still counted: never what time already repaid, never in another
+   * window), what was over is charged.
+   * @throws as `tryAcquire` does; TypeError when the key's algorithm has no `reserve`.
+   *
+   * @example
+   * ```ts
+   * import { KeyedRateLimiter, Rule, TokenBucket } from 'ratekeeper';
+   * const tokens = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(10_000)) });
+   * const reservation = tokens.reserve('team-1', 2000);
+   * reservation.decision.remaining; // 8000
+   * reservation.settle(500).remaining; // 9500: 1500 were not used
+   * ```
+   */
+  reserve(key: string, permits = 1): Reservation {
+    const now = this.#read(this.#clock.now());
+    if (this.#mayBlock) {
+      const refusal = this.#whileBlocked(key, permits, now);
+      if (refusal !== undefined) return new KeyReservation(refusal, undefined);
+    }
+    let state = this.#stateOf(key);
+    const stored = state !== undefined;
+    state ??= this.#fresh(key);
+    const accounts = capable(state, 'reserve');
+    const { decision, receipt } = accounts.reserve(now, permits);
+    if (receipt === undefined) return new KeyReservation(decision, undefined);
+    if (!stored && !this.#table.add(key, state, now, decision.resetAfterMs)) return new KeyReservation(tableFull(state, decision, permits, now), undefined);
+    return new KeyReservation(decision, { ledger: this.#ledger, key, permits, state: accounts, receipt });
   }
 
   /**
@@ -114,8 +276,11 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     if (this.#waiting.has(key)) {
       // Behind others, a request larger than the limit would hear so only at its turn: check it now,
       // on a fresh state when the key waits without being resident (its first try found the table full).
+      const state = (this.#stateOf(key) ?? this.#table.create(key)) as Partial<PeekableAlgorithm>;
       try {
-        (this.#stateOf(key) as Partial<PeekableAlgorithm>).peek?.(this.#clock.now(), permits);
+        // peek takes 0 (the state now); a request of 0 is checked against the limit here.
+        if (permits === 0 && state.peek !== undefined) checkPermits(0, state.peek(this.#clock.now(), 1).limit);
+        state.peek?.(this.#clock.now(), permits);
       } catch (error) {
         return Promise.reject(error);
       }
@@ -153,13 +318,92 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * Forgets every key idle at `nowMs` (a full pass over the table) and returns how many were removed.
    * Keys someone waits on stay. Never needed for bounded memory; useful before measuring or shutting down.
    * A `nowMs` ahead of the clock is read as the clock's reading: a key idle only in the future is
-   * still active, and the limiter's time is never moved by this call.
+   * still active, and the limiter's time is never moved by this call. Blocked keys stay too;
+   * expired blocks are forgotten.
    */
   evictIdle(nowMs?: number): number {
     const now = this.#read(this.#clock.now());
     // Checked here, not left to the algorithms: every state is idle at Infinity.
     const at = nowMs === undefined ? now : Math.min(finiteNumber('nowMs', nowMs), now);
+    this.#blocks.sweep(at);
     return this.#table.evictIdle(at);
+  }
+
+  /** `peek` for any key: not resident (nothing is stored), from before a reconfiguration, blocked. */
+  #peekAny(key: string, permits: number, now: number): Decision {
+    const state = this.#stateOf(key) ?? this.#fresh(key);
+    const decision = capable(state, 'peek').peek(now, permits);
+    return this.#mayBlock ? (this.#blocked(key, now, decision) ?? decision) : decision;
+  }
+
+  /**
+   * How `key` stands now, spending nothing, for a caller that waits behind others (see
+   * `StandingProbe`): a refusal of `permits` is that; when they fit, a request for one more than
+   * is available is refused, and its refusal tells the key's remaining and reset now.
+   */
+  #standing(key: string, permits: number): Rejected | undefined {
+    const state = (this.#stateOf(key) ?? this.#table.create(key)) as Partial<PeekableAlgorithm>;
+    if (typeof state.peek !== 'function') return undefined;
+    const now = this.#read(this.#clock.now());
+    const decision = state.peek(now, permits);
+    if (!decision.allowed) return decision;
+    const { limit, remaining, resetAfterMs } = decision;
+    const available = remaining + permits;
+    if (available === limit) return reject(limit, available, 0, 0);
+    try {
+      const more = state.peek(now, available + 1);
+      return reject(limit, available, 0, more.resetAfterMs);
+    } catch {
+      // A composite's binding limit may exceed its smallest part's: the reset after this request is the nearest known.
+      return reject(limit, available, 0, resetAfterMs);
+    }
+  }
+
+  /** A resident key's state (carried over to the current rule if it was from before a reconfiguration). */
+  #stateOf(key: string): RateLimitAlgorithm | undefined {
+    return this.#table.get(key) ?? this.#table.carried(key);
+  }
+
+  /** A fresh state for a key not resident, not stored. */
+  #fresh(key: string): RateLimitAlgorithm {
+    checkKey(key);
+    const state = this.#table.create(key);
+    checkState(state);
+    return state;
+  }
+
+  /** The refusal of a blocked key, or undefined when `key` is not blocked now. */
+  #whileBlocked(key: string, permits: number, now: number): Decision | undefined {
+    if (this.#blocks.until(key, now) === undefined) return undefined;
+    const state = this.#stateOf(key) ?? this.#fresh(key);
+    // Without peek the algorithm cannot say what it alone would answer without spending: the block alone answers.
+    const alone = typeof (state as Partial<PeekableAlgorithm>).peek === 'function' ? (state as PeekableAlgorithm).peek(now, permits) : undefined;
+    return this.#blocked(key, now, alone);
+  }
+
+  /**
+   * What a block makes of the algorithm's own answer: refused, nothing available, retry when both
+   * the block and the algorithm allow (its allowance only grows while nothing is granted).
+   */
+  #blocked(key: string, now: number, alone: Decision | undefined): Decision | undefined {
+    const until = this.#blocks.until(key, now);
+    if (until === undefined) return undefined;
+    const left = Math.ceil(until - now);
+    const { limit = 0, retryAfterMs = 0, resetAfterMs = 0 } = alone ?? {};
+    return reject(limit, 0, Math.max(left, retryAfterMs), Math.max(left, resetAfterMs));
+  }
+
+  /** Settles a reservation: refunds into the state it was granted from, if still the key's; charges any excess. */
+  #settle(key: string, state: AccountingAlgorithm, receipt: Receipt, reserved: number, actual: number): Decision {
+    if (actual > reserved) return this.charge(key, actual - reserved);
+    const now = this.#read(this.#clock.now());
+    const current = this.#stateOf(key);
+    if (current === state && actual < reserved) {
+      state.refund(now, receipt, reserved - actual);
+      this.#waiting.wake(key);
+    }
+    const after = current ?? this.#fresh(key);
+    return capable(after, 'charge').peek(now, 0);
   }
 
   /**
@@ -201,36 +445,8 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     return reading;
   }
 
-  /**
-   * How `key` stands now, spending nothing, for a caller that waits behind others (see
-   * `StandingProbe`): a refusal of `permits` is that; when they fit, a request for one more than
-   * is available is refused, and its refusal tells the key's remaining and reset now.
-   */
-  #standing(key: string, permits: number): Rejected | undefined {
-    const state = this.#stateOf(key) as Partial<PeekableAlgorithm>;
-    if (typeof state.peek !== 'function') return undefined;
-    const now = this.#read(this.#clock.now());
-    const decision = state.peek(now, permits);
-    if (!decision.allowed) return decision;
-    const { limit, remaining, resetAfterMs } = decision;
-    const available = remaining + permits;
-    if (available === limit) return reject(limit, available, 0, 0);
-    try {
-      const more = state.peek(now, available + 1);
-      return reject(limit, available, 0, more.resetAfterMs);
-    } catch {
-      // A composite's binding limit may exceed its smallest part's: the reset after this request is the nearest known.
-      return reject(limit, available, 0, resetAfterMs);
-    }
-  }
-
-  /** The state a key is decided by now: resident, carried over from before a switch, or fresh (not stored). */
-  #stateOf(key: string): RateLimitAlgorithm {
-    return this.#table.get(key) ?? this.#table.carried(key) ?? this.#table.create(key);
-  }
-
   #admit(key: string, permits: number, now: number): Decision {
-    if (typeof key !== 'string') throw typeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
+    checkKey(key);
     const carried = this.#table.carried(key);
     if (carried !== undefined) return carried.tryAcquire(now, permits);
     const state = this.#table.create(key);
@@ -251,4 +467,20 @@ function checkState(state: unknown): void {
   if (s === null || typeof s !== 'object' || typeof s.tryAcquire !== 'function' || typeof s.isIdle !== 'function') {
     throw typeError(`ratekeeper: \`algorithm\` must return an algorithm, got ${describe(state)}`);
   }
+}
+
+/** Throws a `TypeError` unless `key` is a string. */
+function checkKey(key: unknown): void {
+  if (typeof key !== 'string') throw typeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
+}
+
+/**
+ * The state as one that keeps accounts, or a `TypeError` naming what `operation` needs: every
+ * ratekeeper algorithm has it, a custom one may not.
+ */
+function capable(state: RateLimitAlgorithm, operation: 'peek' | 'charge' | 'reserve'): AccountingAlgorithm {
+  if (typeof (state as Partial<AccountingAlgorithm>)[operation] !== 'function') {
+    throw typeError(`ratekeeper: ${operation} needs an algorithm with a ${operation}() method; the factory's algorithm has none`);
+  }
+  return state as AccountingAlgorithm;
 }

@@ -31,6 +31,8 @@ export interface Line {
   refusal: Rejected | undefined;
   /** Waiters with a deadline: while there are none, nobody behind the head needs checking. */
   bounded: number;
+  /** Waiters in the line. */
+  size: number;
 }
 
 /** The longest delay a timer takes: beyond 2^31 - 1 ms, runtimes fire at once instead. */
@@ -46,7 +48,7 @@ export function delayOf(retryAfterMs: number): number {
 
 /** An empty line for `key`. */
 export function openLine(key: string): Line {
-  return { key, head: undefined, tail: undefined, asking: undefined, timer: undefined, armed: false, dueMs: 0, refusal: undefined, bounded: 0 };
+  return { key, head: undefined, tail: undefined, asking: undefined, timer: undefined, armed: false, dueMs: 0, refusal: undefined, bounded: 0, size: 0 };
 }
 
 /** Puts a waiter at the back of the line. */
@@ -55,6 +57,7 @@ export function join(line: Line, waiter: Waiter): void {
   else line.tail.next = waiter;
   waiter.prev = line.tail;
   line.tail = waiter;
+  line.size++;
   if (waiter.deadline !== Infinity) line.bounded++;
 }
 
@@ -65,6 +68,7 @@ export function leave(line: Line, waiter: Waiter): void {
   if (waiter.next === undefined) line.tail = waiter.prev;
   else waiter.next.prev = waiter.prev;
   waiter.queued = false;
+  line.size--;
   if (waiter.deadline !== Infinity) line.bounded--;
   waiter.stopListening?.();
 }

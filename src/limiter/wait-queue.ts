@@ -1,4 +1,4 @@
-import type { Decision, Rejected } from '../core/decision';
+import { type Decision, degrade, type Rejected } from '../core/decision';
 import { ClosedError } from '../core/errors';
 import { Closable } from '../core/symbols';
 import { typeError } from '../core/errors';
@@ -9,6 +9,18 @@ import { delayOf, join, leave, type Line, openLine, type Waiter } from './wait-l
 
 /** Decides one request without waiting: a limiter's `tryAcquire`, in memory or over a store. */
 export type AcquireAttempt = (key: string, permits: number) => Decision | Promise<Decision>;
+
+/** Options of {@link WaitQueue}. */
+export interface WaitQueueOptions {
+  /**
+   * The most callers that may wait on one key at once. One more is answered at once with the key's
+   * refusal, marked `degraded: 'queue-full'`, its `retryAfterMs` the time until the head's turn.
+   * Over a store, while a line's first answer is on its way there is no refusal to answer with, so
+   * callers still join; the bound holds from that answer on.
+   * @default Infinity
+   */
+  maxWaiters?: number | undefined;
+}
 
 /**
  * How a key stands now, read without spending, for a caller that cannot be tried yet because
@@ -43,6 +55,7 @@ export class WaitQueue extends Closable {
   readonly #scheduler: Scheduler;
   #closed = false;
   readonly #standing: StandingProbe | undefined;
+  readonly #maxWaiters: number;
 
   /**
    * @param attempt decides one request without waiting.
@@ -50,14 +63,16 @@ export class WaitQueue extends Closable {
    * @param standing reads a key without spending. With it, a caller behind others whose own permits
    * cannot fit before its deadline, however the line moves, is answered at once, and a caller
    * turned away hears the key's state now. @default undefined
+   * @param options `maxWaiters`.
    */
-  constructor(attempt: AcquireAttempt, scheduler: Scheduler = systemScheduler, standing?: StandingProbe | undefined) {
+  constructor(attempt: AcquireAttempt, scheduler: Scheduler = systemScheduler, standing?: StandingProbe | undefined, options: WaitQueueOptions = {}) {
     super();
     if (typeof attempt !== 'function') throw typeError(`ratekeeper: \`attempt\` must be a function, got ${describe(attempt)}`);
     if (standing !== undefined && typeof standing !== 'function') throw typeError(`ratekeeper: \`standing\` must be a function, got ${describe(standing)}`);
     this.#attempt = attempt;
     this.#scheduler = checkScheduler(scheduler);
     this.#standing = standing;
+    this.#maxWaiters = checkMaxWaiters(options.maxWaiters);
   }
 
   /** Whether anyone waits on `key`: a limiter keeps such a key resident even when it is idle. */
@@ -86,6 +101,11 @@ export class WaitQueue extends Closable {
       const deadline = this.#scheduler.now() + maxWaitMs;
       const waiter: Waiter = { permits, deadline, resolve, reject, stopListening: undefined, queued: true, prev: undefined, next: undefined };
       let line = this.#lines.get(key);
+      if (line !== undefined && line.size >= this.#maxWaiters && line.armed) {
+        const retryAfterMs = Math.max(1, Math.ceil(line.dueMs - this.#scheduler.now()));
+        resolve(degrade({ ...(line.refusal as Rejected), retryAfterMs }, 'queue-full'));
+        return;
+      }
       if (line === undefined) {
         line = openLine(key);
         this.#lines.set(key, line);
@@ -99,10 +119,14 @@ export class WaitQueue extends Closable {
     });
   }
 
-  /** Tries the head of every line again now, e.g. after the limiter's rule changed. */
-  wake(): void {
-    for (const line of this.#lines.values()) {
-      if (!line.armed) continue;
+  /**
+   * Tries the head of every line again now, e.g. after the limiter's rule changed; with a key, only
+   * that key's line (after a refund or a reset made room on it).
+   */
+  wake(key?: string): void {
+    const lines = key === undefined ? [...this.#lines.values()] : [this.#lines.get(key)];
+    for (const line of lines) {
+      if (line === undefined || !line.armed) continue;
       this.#disarm(line);
       this.#run(line);
     }
@@ -261,4 +285,9 @@ function closedError(): ClosedError {
 
 function decisionError(decision: unknown): TypeError {
   return typeError(`ratekeeper: \`attempt\` must return a Decision, got ${describe(decision)}`);
+}
+
+/** Returns `maxWaiters` if it is undefined (no bound) or a positive safe integer; throws naming it otherwise. */
+function checkMaxWaiters(maxWaiters: unknown): number {
+  return maxWaiters === undefined || maxWaiters === Infinity ? Infinity : integerIn('maxWaiters', maxWaiters, 1, Number.MAX_SAFE_INTEGER);
 }

@@ -50,7 +50,7 @@ describe('Decision', () => {
     expectTypeOf<Decision>().toEqualTypeOf<Allowed | Rejected>();
     expectTypeOf<Decision['allowed']>().toEqualTypeOf<boolean>();
     expectTypeOf<Decision['degraded']>().toEqualTypeOf<DegradedReason | undefined>();
-    expectTypeOf<DegradedReason>().toEqualTypeOf<'key-table-full' | 'store-error' | 'store-timeout'>();
+    expectTypeOf<DegradedReason>().toEqualTypeOf<'key-table-full' | 'store-error' | 'store-timeout' | 'queue-full'>();
     expectTypeOf<Allowed>().toEqualTypeOf<{
       readonly allowed: true;
       readonly limit: number;
