@@ -1,5 +1,6 @@
-import type { Rejected } from '../core/decision';
+import type { Decision, Rejected } from '../core/decision';
 import { optionalFunction } from './check';
+import { type NodeResponseLike, settleOnClose } from './node-adapter';
 import { PROBLEM_JSON, quotaExceeded } from './problem';
 import { incomingConnection, requestLimit, type RateLimitOptions } from './request-limit';
 
@@ -15,6 +16,8 @@ export interface FastifyReplyLike {
   code(statusCode: number): unknown;
   header(name: string, value: string): unknown;
   send(payload?: unknown): unknown;
+  /** Node's response, read only to settle after it (`skipFailedRequests`, `skipSuccessfulRequests`, `settle`). */
+  readonly raw?: NodeResponseLike;
 }
 
 /**
@@ -46,7 +49,9 @@ export interface FastifyRateLimitOptions<Req extends FastifyRequestLike = Fastif
  * A Fastify `onRequest` hook: counts each request, answers a refused one itself, and sets the
  * rate-limit fields on the reply of an allowed one. Add it globally with `addHook` or per route in
  * the route's `onRequest` option. The default key is the socket's peer address (Fastify's own
- * `trustProxy` is not consulted; use `trustProxies`). Errors go to Fastify's error handler.
+ * `trustProxy` is not consulted; use `trustProxies`). The decision is `request.rateLimit` for the
+ * handlers after it (declare it on `FastifyRequest`, as docs/http.md shows). Errors go to Fastify's
+ * error handler; those while settling after the response, to `onSettleError`.
  *
  * @example
  * ```ts
@@ -70,8 +75,10 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
   return async (request, reply) => {
     const verdict = await limit.check(incomingConnection(request.method, () => request.raw.socket.remoteAddress, request.headers), request);
     if (verdict === undefined) return undefined;
-    const { decision, headers } = verdict;
+    const { decision, headers, finish } = verdict;
+    (request as { rateLimit?: Decision }).rateLimit = decision;
     for (const [name, value] of Object.entries(headers)) reply.header(name, value);
+    if (finish !== undefined) settleOnClose(reply.raw, finish);
     if (decision.allowed) return undefined;
     if (onRejected !== undefined) {
       await onRejected(request, reply, decision);

@@ -1,4 +1,4 @@
-import type { Rejected } from '../core/decision';
+import type { Decision, Rejected } from '../core/decision';
 import { typeError } from '../core/errors';
 import { optionalFunction } from './check';
 import { quotaExceeded } from './problem';
@@ -34,12 +34,34 @@ export interface FetchRateLimitOptions<Args extends unknown[] = []> extends Rate
   onRejected?: ((request: Request, decision: Rejected) => Response | Promise<Response>) | undefined;
 }
 
+const decisions = new WeakMap<Request, Decision>();
+
+/**
+ * The decision `withRateLimit` reached for a request, for its handler to read; undefined for a
+ * request it skipped (or never saw). A `Request` carries it to the handler whatever arguments the
+ * runtime passes after it (Bun a server, Deno an info object, Next.js a context).
+ *
+ * @example
+ * ```ts
+ * import { KeyedRateLimiter, Rule, TokenBucket } from 'ratekeeper';
+ * import { rateLimitOf, withRateLimit } from 'ratekeeper/http';
+ * const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(60)) });
+ * const handler = withRateLimit({ limiter, trustProxies: 1 }, (request) =>
+ *   Response.json({ remaining: rateLimitOf(request)?.remaining }),
+ * );
+ * ```
+ */
+export function rateLimitOf(request: Request): Decision | undefined {
+  return decisions.get(request);
+}
+
 /**
  * Wraps a Fetch-API handler `(request, ...args) => Response` (Bun.serve, Deno.serve, Next.js route
  * handlers, `@hono/node-server`, Workers) so that each request is counted first: a refused one gets
  * the refusal without reaching the handler, an allowed one gets the rate-limit fields on its response
- * (those the handler did not set itself).
- * Errors from the limiter or the callbacks reject the returned Promise, for the server to report.
+ * (those the handler did not set itself). The handler reads the decision with {@link rateLimitOf}.
+ * Errors from the limiter or the callbacks reject the returned Promise, for the server to report;
+ * those while settling after the response go to `onSettleError`.
  *
  * @example
  * ```ts
@@ -71,8 +93,14 @@ export function withRateLimit<Args extends unknown[]>(
       request,
     );
     if (verdict === undefined) return handler(request, ...args);
-    const { decision, headers } = verdict;
-    if (decision.allowed) return withHeaders(await handler(request, ...args), headers);
+    const { decision, headers, finish } = verdict;
+    decisions.set(request, decision);
+    if (decision.allowed) {
+      const response = await handler(request, ...args);
+      // The status is the server's choice once the handler has answered, whether or not the client stays.
+      if (finish !== undefined) void finish(response.status);
+      return withHeaders(response, headers);
+    }
     if (onRejected !== undefined) return withHeaders(await onRejected(request, decision), headers);
     const refusal = quotaExceeded(headers, limit.name);
     return new Response(refusal.body, { status: refusal.status, headers: refusal.headers });

@@ -1,4 +1,4 @@
-import type { Rejected } from '../core/decision';
+import type { Decision, Rejected } from '../core/decision';
 import { optionalFunction } from './check';
 import { withHeaders } from './fetch-adapter';
 import { quotaExceeded } from './problem';
@@ -17,6 +17,24 @@ export interface HonoContextLike {
   readonly env: unknown;
   readonly res: Response;
   header(name: string, value: string): void;
+  /** Where the decision goes for the handlers: `c.get('rateLimit')`. */
+  set(key: 'rateLimit', value: Decision): void;
+}
+
+/**
+ * The variable `honoRateLimit` sets, for an app's `Env`, so that `c.get('rateLimit')` is typed.
+ *
+ * @example
+ * ```ts
+ * import { Hono } from 'hono';
+ * import type { RateLimitVariables } from 'ratekeeper/http';
+ * const app = new Hono<{ Variables: RateLimitVariables }>();
+ * app.get('/', (c) => c.text(`${c.get('rateLimit')?.remaining ?? 'unlimited'} left`));
+ * ```
+ */
+export interface RateLimitVariables {
+  /** The decision for this request; undefined when it was skipped. */
+  rateLimit: Decision | undefined;
 }
 
 /**
@@ -52,8 +70,9 @@ export interface HonoRateLimitOptions<C extends HonoContextLike = HonoContextLik
 
 /**
  * Hono middleware: counts each request, answers a refused one itself, and adds the rate-limit
- * fields to the response of an allowed one. Errors from the limiter or the callbacks go to Hono's
- * error handler.
+ * fields to the response of an allowed one. The decision is `c.get('rateLimit')` for the handlers
+ * (see {@link RateLimitVariables}). Errors from the limiter or the callbacks go to Hono's error
+ * handler; those while settling after the response, to `onSettleError`.
  *
  * @example
  * ```ts
@@ -86,9 +105,12 @@ export function honoRateLimit<C extends HonoContextLike = HonoContextLike>(
       await next();
       return undefined;
     }
-    const { decision, headers } = verdict;
+    const { decision, headers, finish } = verdict;
+    c.set('rateLimit', decision);
     if (decision.allowed) {
       await next();
+      // The status is the server's choice once the handler has answered, whether or not the client stays.
+      if (finish !== undefined) void finish(c.res.status);
       for (const [name, value] of Object.entries(headers)) {
         if (!c.res.headers.has(name)) c.header(name, value);
       }

@@ -1,4 +1,4 @@
-import type { Rejected } from '../core/decision';
+import type { Decision, Rejected } from '../core/decision';
 import { optionalFunction } from './check';
 import { PROBLEM_JSON, quotaExceeded } from './problem';
 import { incomingConnection, requestLimit, type RateLimitOptions } from './request-limit';
@@ -19,6 +19,32 @@ export interface NodeResponseLike {
   readonly headersSent: boolean;
   setHeader(name: string, value: string): unknown;
   end(body: string): unknown;
+  /** Needed only to settle after the response (`skipFailedRequests`, `skipSuccessfulRequests`, `settle`). */
+  once?(event: 'close', listener: () => void): unknown;
+}
+
+declare global {
+  // Express's own request type, so that `req.rateLimit` type-checks in an Express app.
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      /** The decision `nodeRateLimit` reached for this request; undefined when it was skipped. */
+      rateLimit?: Decision;
+    }
+  }
+}
+
+/**
+ * Settles a request once its response is done: by the status the server sent, even if the client
+ * left before the body ended. A client that leaves before any status was sent gets nothing back
+ * (`settle` is not called): the server may have done the work, and disconnecting must never earn
+ * a refund (under `skipSuccessfulRequests` it would make password guesses free).
+ */
+export function settleOnClose(res: NodeResponseLike | undefined, finish: (status: number) => Promise<void>): void {
+  if (typeof res?.once !== 'function') throw new TypeError('ratekeeper: settling after the response needs a response with once("close"), as Node\'s has');
+  res.once('close', () => {
+    if (res.headersSent) void finish(res.statusCode);
+  });
 }
 
 /**
@@ -48,8 +74,9 @@ export interface NodeRateLimitOptions<Req extends NodeRequestLike = NodeRequestL
 /**
  * Connect-style middleware `(req, res, next)` for Express, Connect, or a bare `node:http` server:
  * counts each request, answers a refused one itself, and sets the rate-limit fields on the response
- * of an allowed one before calling `next()`. The default key is `req.socket.remoteAddress`.
- * Errors from the limiter or the callbacks go to `next(error)`.
+ * of an allowed one before calling `next()`. The default key is `req.socket.remoteAddress`. The
+ * decision is `req.rateLimit` for the handlers after it. Errors from the limiter or the callbacks
+ * go to `next(error)`; those while settling after the response, to `onSettleError`.
  *
  * @example
  * ```ts
@@ -72,8 +99,10 @@ export function nodeRateLimit<Req extends NodeRequestLike = NodeRequestLike, Res
   const admit = async (req: Req, res: Res): Promise<boolean> => {
     const verdict = await limit.check(incomingConnection(req.method, () => req.socket.remoteAddress, req.headers), req);
     if (verdict === undefined) return true;
-    const { decision, headers } = verdict;
+    const { decision, headers, finish } = verdict;
+    (req as { rateLimit?: Decision }).rateLimit = decision;
     if (!res.headersSent) for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+    if (finish !== undefined) settleOnClose(res, finish);
     if (decision.allowed) return true;
     if (onRejected !== undefined) {
       await onRejected(req, res, decision);

@@ -2,6 +2,7 @@ import type { Decision } from '../core/decision';
 import { coded, typeError } from '../core/errors';
 import { describe, integerIn } from '../core/validate';
 import type { AsyncRateLimiter, RateLimiter } from '../limiter/keyed-rate-limiter';
+import type { AsyncReservation, Reservation } from '../limiter/reservation';
 import { assertObject, oneOf, optionalFunction, positiveNumber } from './check';
 import { FORWARDED_HEADERS, forwardedClient, type ForwardedHeader } from './forwarded';
 import { addressKey } from './ip-address';
@@ -59,6 +60,34 @@ export interface RateLimitOptions<Args extends unknown[]> {
    * headers, shows up in the page as a CORS error instead of a 429. @default false
    */
   countPreflight?: boolean | undefined;
+  /**
+   * Gives a request's permits back when its response status is 400 or more (count only successes).
+   * Needs a limiter with `reserve` (see "Settling after the response" in docs/http.md). @default false
+   */
+  skipFailedRequests?: boolean | undefined;
+  /**
+   * Gives a request's permits back when its response status is below 400 (count only failures,
+   * as a login endpoint does). Needs a limiter with `reserve`. @default false
+   */
+  skipSuccessfulRequests?: boolean | undefined;
+  /**
+   * The request's real cost, known once the handler has answered (tokens an upstream used, say):
+   * the request's reservation is settled with it, giving back what was not used and charging what
+   * was over. Receives the response status and the middleware's arguments. May return a Promise.
+   * Needs a limiter with `reserve`. @default undefined (the cost stays what `cost` said)
+   */
+  settle?: ((status: number, ...args: Args) => number | Promise<number>) | undefined;
+  /**
+   * Receives what fails while settling after the response (a `settle` that throws or returns a bad
+   * number, a store that fails): the response is already on its way, so nothing else can.
+   * @default undefined (dropped)
+   */
+  onSettleError?: ((error: unknown, ...args: Args) => void) | undefined;
+}
+
+/** A limiter whose requests can be settled after the response: a `KeyedRateLimiter`, or your own. */
+export interface ReservingRateLimiter {
+  reserve(key: string, permits?: number): Reservation | Promise<AsyncReservation>;
 }
 
 /** What an adapter can tell about a request: method, headers, and the peer address (read only for the default key). */
@@ -93,6 +122,11 @@ function isPreflight(connection: Connection): boolean {
 export interface Verdict {
   readonly decision: Decision;
   readonly headers: Record<string, string>;
+  /**
+   * Settles an allowed request's reservation with its response status, once the server has chosen
+   * it; undefined when there is nothing to settle. Never rejects: failures go to `onSettleError`.
+   */
+  readonly finish: ((status: number) => Promise<void>) | undefined;
 }
 
 /** The checked options plus the per-request decision. */
@@ -111,6 +145,7 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
   assertObject(`${adapter} options`, options);
   const { limiter, key, cost, skip, headers = 'draft-10', name = 'default', windowMs } = options;
   const { trustProxies = 0, forwardedHeader = 'x-forwarded-for', countPreflight = false } = options;
+  const { skipFailedRequests = false, skipSuccessfulRequests = false, settle, onSettleError } = options;
   if (limiter === null || typeof limiter !== 'object' || typeof limiter.tryAcquire !== 'function') {
     throw typeError(`ratekeeper: \`limiter\` must be an object with a tryAcquire(key, permits) method, got ${describe(limiter)}`);
   }
@@ -123,6 +158,26 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
   integerIn('trustProxies', trustProxies, 0, 16);
   oneOf('forwardedHeader', forwardedHeader, FORWARDED_HEADERS);
   oneOf('countPreflight', countPreflight, [true, false]);
+  oneOf('skipFailedRequests', skipFailedRequests, [false, true]);
+  oneOf('skipSuccessfulRequests', skipSuccessfulRequests, [false, true]);
+  optionalFunction('settle', settle);
+  optionalFunction('onSettleError', onSettleError);
+  const settling = skipFailedRequests || skipSuccessfulRequests || settle !== undefined;
+  if (settling && typeof (limiter as Partial<ReservingRateLimiter>).reserve !== 'function') {
+    throw typeError(
+      'ratekeeper: `skipFailedRequests`, `skipSuccessfulRequests` and `settle` need a limiter with a reserve(key, permits) method, such as a KeyedRateLimiter',
+    );
+  }
+
+  /** Gives back, settles, or leaves the reservation as it is, by the status the server chose. */
+  const settleBy = async (reservation: Reservation | AsyncReservation, status: number, args: Args): Promise<void> => {
+    try {
+      if ((skipFailedRequests && status >= 400) || (skipSuccessfulRequests && status < 400)) await reservation.cancel();
+      else if (settle !== undefined) await reservation.settle(integerIn('settle', await settle(status, ...args), 0, Number.MAX_SAFE_INTEGER));
+    } catch (error) {
+      onSettleError?.(error, ...args);
+    }
+  };
 
   const clientKey = (connection: Connection): string => {
     const client = forwardedClient(connection.peer(), connection.header(forwardedHeader), forwardedHeader, trustProxies);
@@ -148,8 +203,14 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
       const id = key === undefined ? clientKey(connection) : await key(...args);
       if (typeof id !== 'string') throw typeError(`ratekeeper: \`key\` must return a string, got ${describe(id)}`);
       const permits = cost === undefined ? 1 : integerIn('cost', await cost(...args), 1, Number.MAX_SAFE_INTEGER);
-      const decision = await limiter.tryAcquire(id, permits);
-      return { decision, headers: fields(decision) };
+      if (!settling) {
+        const decision = await limiter.tryAcquire(id, permits);
+        return { decision, headers: fields(decision), finish: undefined };
+      }
+      const reservation = await (limiter as Partial<ReservingRateLimiter> as ReservingRateLimiter).reserve(id, permits);
+      const { decision } = reservation;
+      const finish = decision.allowed ? (status: number) => settleBy(reservation, status, args) : undefined;
+      return { decision, headers: fields(decision), finish };
     },
   };
 }

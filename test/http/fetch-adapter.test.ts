@@ -122,6 +122,7 @@ describe('honoRateLimit', () => {
       env: { incoming: { socket: { remoteAddress: '::ffff:192.0.2.8' } } },
       res: new Response('ok', { headers }),
       header: (name, value) => headers.set(name, value),
+      set: () => {},
     };
     await honoRateLimit({ limiter })(c, async () => {});
     expect(keys).toEqual(['192.0.2.8']);

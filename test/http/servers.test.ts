@@ -192,4 +192,89 @@ describe.each(ADAPTERS)('%s', (adapter) => {
     for (let i = 0; i < 3; i++) expect(limitFields(await get())).toEqual({});
     expect(limitFields(await get())).toEqual({ 'retry-after': '20' });
   });
+
+  describe('settling after the response', () => {
+    const key = () => 'k';
+    /** Waits (real time, generously bounded) until the key has `remaining` permits: settling runs after the response. */
+    const remainingOf = async (limiter: KeyedRateLimiter, remaining: number) => {
+      for (let i = 0; i < 200 && limiter.peek('k', 0).remaining !== remaining; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(limiter.peek('k', 0).remaining).toBe(remaining);
+    };
+
+    it('hands the handler its decision', async () => {
+      const get = await serve({ limiter: threePerMinute(), ...policy, key });
+      expect(await (await get('/decision')).json()).toEqual({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0, resetAfterMs: 20_000 });
+    });
+
+    it('skipFailedRequests gives a failed request its permits back', async () => {
+      const limiter = threePerMinute();
+      const get = await serve({ limiter, ...policy, key, skipFailedRequests: true });
+      for (let i = 0; i < 5; i++) {
+        expect((await get('/fail')).status).toBe(401);
+        await remainingOf(limiter, 3);
+      }
+      for (let i = 0; i < 3; i++) expect((await get()).status).toBe(200);
+      expect((await get()).status).toBe(429);
+    });
+
+    it('skipSuccessfulRequests counts only failures', async () => {
+      const limiter = threePerMinute();
+      const get = await serve({ limiter, ...policy, key, skipSuccessfulRequests: true });
+      for (let i = 0; i < 5; i++) {
+        expect((await get()).status).toBe(200);
+        await remainingOf(limiter, 3);
+      }
+      for (let i = 0; i < 3; i++) expect((await get('/fail')).status).toBe(401);
+      await remainingOf(limiter, 0);
+      expect((await get('/fail')).status).toBe(429);
+    });
+
+    it('settle charges the real cost and gives back what was not used', async () => {
+      const limiter = threePerMinute();
+      const errors: unknown[] = [];
+      const get = await serve({ limiter, ...policy, key, settle: (_status, header) => Number(header('x-used')), onSettleError: (error) => errors.push(error) });
+      await get('/', { 'x-used': '0' });
+      await remainingOf(limiter, 3);
+      await get('/', { 'x-used': '5' }); // 2 over the limit: in debt
+      await remainingOf(limiter, 0);
+      expect((await get()).status).toBe(429);
+      limiter.reset('k');
+      await get('/', { 'x-used': 'many' });
+      for (let i = 0; i < 200 && errors.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(errors).toEqual([new RangeError('ratekeeper: `settle` must be a safe integer of at least 0, got NaN')]);
+    });
+
+    it.runIf(adapter === 'express' || adapter === 'fastify')(
+      'a client that leaves before the status counts in full; once the status is sent, the status decides',
+      async () => {
+        const limiter = threePerMinute();
+        const get = await serve({ limiter, ...policy, key, skipSuccessfulRequests: true });
+        const leave = async (path: string) => {
+          const controller = new AbortController();
+          const response = fetch(`${server?.url}${path}`, { signal: controller.signal });
+          if (path === '/stream') await response; // the status line and headers arrived
+          else await new Promise((resolve) => setTimeout(resolve, 50));
+          controller.abort();
+          await response.catch(() => undefined);
+        };
+        const closed = () => new Promise((resolve) => setTimeout(resolve, 200)); // for the server to see the client go
+        await leave('/hang');
+        await closed();
+        expect(limiter.peek('k', 0).remaining).toBe(2);
+        await leave('/stream');
+        await closed();
+        expect(limiter.peek('k', 0).remaining).toBe(2); // given back: the server had answered 200
+        expect((await get()).status).toBe(200);
+      },
+    );
+
+    it('refuses a limiter without reserve, at once', async () => {
+      const limiter: AsyncRateLimiter = { tryAcquire: async () => threePerMinute().tryAcquire('k') };
+      await expect(start(adapter, { limiter, skipFailedRequests: true })).rejects.toThrow(
+        new TypeError(
+          'ratekeeper: `skipFailedRequests`, `skipSuccessfulRequests` and `settle` need a limiter with a reserve(key, permits) method, such as a KeyedRateLimiter',
+        ),
+      );
+    });
+  });
 });

@@ -9,8 +9,10 @@ import {
   fastifyRateLimit,
   honoRateLimit,
   nodeRateLimit,
+  rateLimitOf,
   withRateLimit,
   type RateLimitOptions,
+  type RateLimitVariables,
 } from '../../../src/http';
 
 /** The adapters under test, each behind a real server on loopback. */
@@ -23,10 +25,12 @@ type Header = (name: string) => string | undefined;
  * What a test configures, free of any framework: callbacks see a header reader and the path, and
  * each launcher translates them to its adapter's own request type.
  */
-export interface Setup extends Omit<RateLimitOptions<never>, 'key' | 'cost' | 'skip'> {
+export interface Setup extends Omit<RateLimitOptions<never>, 'key' | 'cost' | 'skip' | 'settle' | 'onSettleError'> {
   key?: (header: Header) => string;
   cost?: (header: Header) => number;
   skip?: (path: string) => boolean;
+  settle?: (status: number, header: Header) => number;
+  onSettleError?: (error: unknown) => void;
   /** Answer refusals with 503 and `retry in <ms> ms` instead of the default. */
   customRefusal?: boolean;
 }
@@ -42,8 +46,11 @@ const refusalText = (decision: Decision) => `retry in ${decision.retryAfterMs} m
 export const CORS_HEADERS = { 'access-control-allow-origin': '*', 'access-control-allow-methods': 'GET, POST' } as const;
 
 /**
- * Starts `adapter` with GET / ("ok"), GET /health ("up") and OPTIONS / (204 with `CORS_HEADERS`,
- * standing for a CORS handler after the limiter); errors answer 500 with their message.
+ * Starts `adapter` with GET / ("ok"), GET /health ("up"), GET /fail (401 "no"), GET /decision (the
+ * decision the handler was handed, as JSON) and OPTIONS / (204 with `CORS_HEADERS`, standing for a
+ * CORS handler after the limiter); errors answer 500 with their message. Node-based servers
+ * (express, fastify) also have GET /hang (never answers) and GET /stream (sends its status and a
+ * first chunk, then never ends), for clients that leave mid-response.
  */
 export async function start(adapter: Adapter, setup: Setup): Promise<Running> {
   return LAUNCHERS[adapter](setup);
@@ -51,7 +58,7 @@ export async function start(adapter: Adapter, setup: Setup): Promise<Running> {
 
 const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
   async express(setup) {
-    const { key, cost, skip, customRefusal, ...common } = setup;
+    const { key, cost, skip, settle, onSettleError, customRefusal, ...common } = setup;
     const header = (req: express.Request): Header => (name) => req.get(name);
     const app = express();
     app.use(
@@ -60,12 +67,18 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
         ...(key && { key: (req) => key(header(req)) }),
         ...(cost && { cost: (req) => cost(header(req)) }),
         ...(skip && { skip: (req) => skip(req.path) }),
+        ...(settle && { settle: (status, req) => settle(status, header(req)) }),
+        ...(onSettleError && { onSettleError }),
         ...(customRefusal && { onRejected: (_req, res, decision) => void res.status(503).send(refusalText(decision)) }),
       }),
     );
     app.get('/', (_req, res) => void res.send('ok'));
     app.get('/health', (_req, res) => void res.send('up'));
     app.options('/', (_req, res) => void res.status(204).set(CORS_HEADERS).end());
+    app.get('/fail', (_req, res) => void res.status(401).send('no'));
+    app.get('/decision', (req, res) => void res.json(req.rateLimit));
+    app.get('/hang', () => {});
+    app.get('/stream', (_req, res) => void res.write('first'));
     app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
       res.status(500).send(error.message);
     });
@@ -73,8 +86,8 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
   },
 
   async fastify(setup) {
-    const { key, cost, skip, customRefusal, ...common } = setup;
-    const app = Fastify();
+    const { key, cost, skip, settle, onSettleError, customRefusal, ...common } = setup;
+    const app = Fastify({ forceCloseConnections: true });
     const header = (req: FastifyRequest): Header => (name) => {
       const value = req.headers[name];
       return Array.isArray(value) ? value.join(', ') : value;
@@ -86,6 +99,8 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
         ...(key && { key: (req) => key(header(req)) }),
         ...(cost && { cost: (req) => cost(header(req)) }),
         ...(skip && { skip: (req) => skip(req.url) }),
+        ...(settle && { settle: (status, req) => settle(status, header(req)) }),
+        ...(onSettleError && { onSettleError }),
         ...(customRefusal && {
           onRejected: (_req, reply, decision) => void reply.code(503).send(refusalText(decision)),
         }),
@@ -94,6 +109,14 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
     app.get('/', async () => 'ok');
     app.get('/health', async () => 'up');
     app.options('/', async (_req, reply) => reply.code(204).headers(CORS_HEADERS).send());
+    app.get('/fail', async (_req, reply) => reply.code(401).send('no'));
+    app.get('/decision', async (req) => (req as FastifyRequest & { rateLimit?: Decision }).rateLimit);
+    app.get('/hang', (_req, reply) => reply.hijack());
+    app.get('/stream', (_req, reply) => {
+      reply.hijack();
+      reply.raw.writeHead(200);
+      reply.raw.write('first');
+    });
     app.setErrorHandler((error: Error, _req, reply) => void reply.code(500).send(error.message));
     await app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = app.server.address() as AddressInfo;
@@ -101,26 +124,30 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
   },
 
   async hono(setup) {
-    const { key, cost, skip, customRefusal, ...common } = setup;
-    const app = new Hono();
+    const { key, cost, skip, settle, onSettleError, customRefusal, ...common } = setup;
+    const app = new Hono<{ Variables: RateLimitVariables }>();
     app.use(
       honoRateLimit({
         ...common,
         ...(key && { key: (c) => key((name) => c.req.header(name)) }),
         ...(cost && { cost: (c) => cost((name) => c.req.header(name)) }),
         ...(skip && { skip: (c) => skip(c.req.path) }),
+        ...(settle && { settle: (status, c) => settle(status, (name) => c.req.header(name)) }),
+        ...(onSettleError && { onSettleError }),
         ...(customRefusal && { onRejected: (_c, decision) => new Response(refusalText(decision), { status: 503 }) }),
       }),
     );
     app.get('/', (c) => c.text('ok'));
     app.get('/health', (c) => c.text('up'));
     app.options('/', (c) => c.body(null, 204, CORS_HEADERS));
+    app.get('/fail', (c) => c.text('no', 401));
+    app.get('/decision', (c) => c.json(c.get('rateLimit')));
     app.onError((error, c) => c.text(error.message, 500));
     return listenNode(serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server);
   },
 
   async fetch(setup) {
-    const { key, cost, skip, customRefusal, ...common } = setup;
+    const { key, cost, skip, settle, onSettleError, customRefusal, ...common } = setup;
     const headerOf = (request: Request): Header => (name) => request.headers.get(name) ?? undefined;
     const handler = withRateLimit(
       {
@@ -128,12 +155,17 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
         ...(key && { key: (request) => key(headerOf(request)) }),
         ...(cost && { cost: (request) => cost(headerOf(request)) }),
         ...(skip && { skip: (request) => skip(new URL(request.url).pathname) }),
+        ...(settle && { settle: (status, request) => settle(status, headerOf(request)) }),
+        ...(onSettleError && { onSettleError }),
         ...(customRefusal && { onRejected: (_request, decision) => new Response(refusalText(decision), { status: 503 }) }),
       },
-      (request) =>
-        request.method === 'OPTIONS'
-          ? new Response(null, { status: 204, headers: CORS_HEADERS })
-          : new Response(new URL(request.url).pathname === '/health' ? 'up' : 'ok'),
+      (request) => {
+        if (request.method === 'OPTIONS') return new Response(null, { status: 204, headers: CORS_HEADERS });
+        const path = new URL(request.url).pathname;
+        if (path === '/fail') return new Response('no', { status: 401 });
+        if (path === '/decision') return Response.json(rateLimitOf(request));
+        return new Response(path === '/health' ? 'up' : 'ok');
+      },
     );
     // @hono/node-server passes `{ incoming, outgoing }` after the request, where the peer address is.
     const fetch = async (request: Request, env: unknown) => {
