@@ -1,6 +1,8 @@
 export { rateLimitHeaders } from './http/rate-limit-headers';
 export type { HeaderFormat, RateLimitHeaderOptions, PolicyDecision } from './http/rate-limit-headers';
 export { addressKey } from './http/ip-address';
+export { resolveClientAddress } from './http/client-address';
+export type { ClientAddressOptions, HeadersLike } from './http/client-address';
 export type { ForwardedHeader } from './http/forwarded';
 export type { RateLimitOptions, ReservingRateLimiter } from './http/request-limit';
 export { withRateLimit, rateLimitOf } from './http/fetch-adapter';

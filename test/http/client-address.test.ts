@@ -1,9 +1,9 @@
-// src/http/ip-address.ts (addressKey: IPv6 /64, embedded IPv4 addresses) and src/http/forwarded.ts.
+// src/http/ip-address.ts (addressKey: IPv6 /64, embedded IPv4 addresses), src/http/forwarded.ts and src/http/client-address.ts.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { addressKey } from '../../src/http';
+import { addressKey, resolveClientAddress } from '../../src/http';
 import { forwardedClient, MAX_ENTRY_LENGTH, trustedHops, type ForwardedHeader } from '../../src/http/forwarded';
-import { typeError } from '../../src/core/errors';
+import { rangeError, typeError } from '../../src/core/errors';
 
 describe('addressKey', () => {
   it.each([
@@ -297,4 +297,23 @@ describe('X-Forwarded-For: reading stops at the first entry from the right that 
       expect(chain(entry)).toEqual(['198.51.100.7']);
     },
   );
+});
+
+describe('resolveClientAddress', () => {
+  it('resolves as the middleware does, from Fetch Headers or Node headers', () => {
+    const node = { 'x-forwarded-for': ['198.51.100.1', '203.0.113.7'] };
+    const fetchHeaders = new Headers({ forwarded: 'for=198.51.100.1, for="[2001:db8::7]:4711"' });
+    expect(resolveClientAddress('10.0.0.2', node, { trustProxies: 1 })).toBe('203.0.113.7');
+    expect(resolveClientAddress('10.0.0.2', node, { trustProxies: 2 })).toBe('198.51.100.1');
+    expect(resolveClientAddress('10.0.0.2', node)).toBe('10.0.0.2');
+    expect(resolveClientAddress('10.0.0.2', fetchHeaders, { trustProxies: 1, forwardedHeader: 'forwarded' })).toBe('2001:db8::7');
+    expect(resolveClientAddress(undefined, {})).toBeUndefined();
+  });
+
+  it('checks its options as the middleware does', () => {
+    expect(() => resolveClientAddress('10.0.0.2', {}, { trustProxies: 17 })).toThrow(
+      rangeError('ratekeeper: `trustProxies` must be an integer from 0 to 16, got 17'),
+    );
+    expect(() => resolveClientAddress('10.0.0.2', null as never)).toThrow(TypeError);
+  });
 });
