@@ -51,8 +51,12 @@ export interface RedisRateLimiterOptions {
    * @default 500
    */
   timeoutMs?: number | undefined;
-  /** Called with the cause whenever the outage policy decides; an error it throws is ignored. @default undefined */
-  onError?: ((error: unknown, key: string) => void) | undefined;
+  /**
+   * Called with the cause whenever the outage policy decides (a `RedisTimeoutError` for a timeout;
+   * a client that fails with something other than an `Error` has it wrapped, as `cause`, in one),
+   * so `error.message` always reads. An error it throws is ignored. @default undefined
+   */
+  onError?: ((error: Error, key: string) => void) | undefined;
   /**
    * Answers a key known to be refused until time T locally until T, without a round trip; `true`
    * remembers up to 10,000 keys, `{ maxKeys }` sets the bound. `retryAfterMs` counts down to T

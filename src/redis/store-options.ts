@@ -1,6 +1,6 @@
 import type { Clock } from '../core/clock';
 import { Rule } from '../core/rule';
-import { rangeError, typeError } from '../core/errors';
+import { coded, rangeError, typeError } from '../core/errors';
 import { describe } from '../core/validate';
 
 // The options every store-backed limiter (Redis, PostgreSQL) reads alike, checked alike.
@@ -32,10 +32,14 @@ export function checkStoreOptions(clock: unknown, timeoutMs: unknown, onError: u
   }
 }
 
-/** Calls the outage hook; a failing hook must not turn a policy decision into a failed request. */
-export function report(onError: ((error: unknown, key: string) => void) | undefined, error: unknown, key: string): void {
+/**
+ * Calls the outage hook with an `Error` (a client failing with anything else has it wrapped, as
+ * `cause`), so `error.message` always reads; a failing hook must not turn a policy decision into a
+ * failed request.
+ */
+export function report(onError: ((error: Error, key: string) => void) | undefined, error: unknown, key: string): void {
   try {
-    onError?.(error, key);
+    onError?.(error instanceof Error ? error : coded(new Error(`ratekeeper: the Redis client failed with ${String(error)}`, { cause: error }), 'ERR_RATEKEEPER_STORE_ERROR'), key);
   } catch {
     // Ignored, as documented.
   }

@@ -62,6 +62,20 @@ describe.skipIf(!redisPort)('when Redis fails, the outage policy answers, marked
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, degraded: 'store-error' });
   });
 
+  test('onError always hears an Error: a client failing with anything else has it wrapped as the cause', async () => {
+    const errors: Error[] = [];
+    const limiter = new RedisRateLimiter({
+      client: { evalsha: () => Promise.reject('ECONNREFUSED'), eval: () => Promise.reject('ECONNREFUSED') },
+      algorithm: 'fixed-window',
+      rule,
+      onStoreError: 'allow',
+      onError: (error) => errors.push(error),
+    });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, degraded: 'store-error' });
+    expect(errors[0]?.message).toBe('ratekeeper: the Redis client failed with ECONNREFUSED');
+    expect(errors[0]?.cause).toBe('ECONNREFUSED');
+  });
+
   test('a reply that is not a decision is a store error', async () => {
     const errors: unknown[] = [];
     const limiter = new RedisRateLimiter({
