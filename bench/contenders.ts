@@ -42,6 +42,25 @@ export function ratekeeper(
   };
 }
 
+/** `limiter.peek` on keys made resident first: what a dashboard pays per read, spending nothing. */
+export function ratekeeperPeek(name: string, workload: Workload, algorithm: () => RateLimitAlgorithm): Contender {
+  const limiter = new KeyedRateLimiter({ algorithm });
+  const { keys, order } = workload;
+  for (const key of keys) limiter.tryAcquire(key);
+  const mask = order.length - 1;
+  return {
+    name,
+    run(start, n) {
+      let acc = 0;
+      for (let i = 0; i < n; i++) {
+        const decision = limiter.peek(keys[order[(start + i) & mask] as number] as string);
+        acc += decision.remaining;
+      }
+      return acc;
+    },
+  };
+}
+
 export interface FloorState {
   tokens: number;
   at: number;

@@ -12,6 +12,7 @@ import {
   RATEKEEPER,
   RATEKEEPER_BOUNDED,
   RATEKEEPER_COUNTER_CLOCK,
+  RATEKEEPER_PEEK,
   SYSTEM_CLOCK,
   THROUGHPUT_OPTIONS,
   type Scenario,
@@ -89,7 +90,17 @@ function variant(results: BenchResults, name: ThroughputResult['variant']): Thro
 
 function throughputSection(results: BenchResults, scenario: Scenario): Section {
   const hot = scenario === 'hot';
-  const header = ['algorithm', 'ratekeeper ns/op', 'decisions/s', 'floor ns/op', 'RLF ns/op', ...(hot ? ['limiter ns/op'] : []), 'ratekeeper ÷ floor', 'RLF ÷ ratekeeper'];
+  const header = [
+    'algorithm',
+    'ratekeeper ns/op',
+    'decisions/s',
+    'floor ns/op',
+    'RLF ns/op',
+    ...(hot ? ['limiter ns/op', 'peek ns/op'] : []),
+    'ratekeeper ÷ floor',
+    'RLF ÷ ratekeeper',
+    ...(hot ? ['peek ÷ tryAcquire'] : []),
+  ];
   const rows: Rows = [header];
   for (const algorithm of ALGORITHM_NAMES) {
     const s = system(results, algorithm)?.scenarios[scenario];
@@ -101,9 +112,10 @@ function throughputSection(results: BenchResults, scenario: Scenario): Section {
       rk === undefined ? '—' : opsPerSecond(median(rk)),
       ns(s[FLOOR]),
       ns(s[RLF]),
-      ...(hot ? [ns(s[LIMITER])] : []),
+      ...(hot ? [ns(s[LIMITER]), ns(s[RATEKEEPER_PEEK])] : []),
       formatRatio(ratioMedian(rk, s[FLOOR])),
       formatRatio(ratioMedian(s[RLF], rk)),
+      ...(hot ? [formatRatio(ratioMedian(s[RATEKEEPER_PEEK], rk))] : []),
     ]);
   }
   return { title: SCENARIO_TITLES[scenario], rows };
@@ -242,6 +254,8 @@ function targets(results: BenchResults): Target[] {
     list.push({ target, measured: Number.isFinite(value) ? text : 'not measured', pass: Number.isFinite(value) ? ok(value) : undefined });
   const hotFloor = ratio('hot', RATEKEEPER, FLOOR);
   check('hot key ≤ 1.3× floor', hotFloor, (v) => v <= 1.3, `${formatRatio(hotFloor)} (${ns(tb?.hot?.[RATEKEEPER])} vs ${ns(tb?.hot?.[FLOOR])} ns)`);
+  const hotPeek = ratio('hot', RATEKEEPER_PEEK, RATEKEEPER);
+  check('peek on a hot key ≤ 1.2× tryAcquire', hotPeek, (v) => v <= 1.2, `${formatRatio(hotPeek)} (${ns(tb?.hot?.[RATEKEEPER_PEEK])} vs ${ns(tb?.hot?.[RATEKEEPER])} ns)`);
   const hotRlf = ratio('hot', RLF, RATEKEEPER);
   check('hot key ≥ 3× faster than RLF', hotRlf, (v) => v >= 3, `${formatRatio(hotRlf)} (RLF ${ns(tb?.hot?.[RLF])} ns)`);
   for (const scenario of ['random', 'roundRobin'] as const) {

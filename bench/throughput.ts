@@ -4,7 +4,7 @@
 import { systemClock, TokenBucket, type Clock, type Rule } from '../src/index';
 import { ALGORITHMS, HOT_RULE, epochNowMs, isAlgorithmName, ruleFor, type AlgorithmName } from './algorithms';
 import { sendToParent } from './child';
-import { floor, limiterTokenBucket, rateLimiterFlexible, ratekeeper, type Contender, type Workload } from './contenders';
+import { floor, limiterTokenBucket, rateLimiterFlexible, ratekeeper, ratekeeperPeek, type Contender, type Workload } from './contenders';
 import { measure, sunkValue, type MeasureOptions } from './measure';
 import { hotKeyWorkload, manyKeysWorkload, roundRobinWorkload } from './workloads';
 
@@ -37,6 +37,7 @@ export interface ThroughputResult {
 export const RATEKEEPER = 'ratekeeper';
 export const RATEKEEPER_COUNTER_CLOCK = 'ratekeeper, counter clock (no time read)';
 export const RATEKEEPER_BOUNDED = 'ratekeeper, maxKeys 200 000';
+export const RATEKEEPER_PEEK = 'ratekeeper peek';
 export const PERFORMANCE_NOW = 'performance.now() alone';
 export const SYSTEM_CLOCK = 'systemClock.now() alone';
 export const BARE_BUCKET = 'TokenBucket.tryAcquire(now) alone';
@@ -82,7 +83,7 @@ function contenders(algorithm: AlgorithmName, variant: Variant, scenario: Scenar
       if (scenario === 'churn') return [];
       const keys = workload();
       const list = [ratekeeper(RATEKEEPER, keys, make), floor(keys, rule), rateLimiterFlexible(keys, rule)];
-      return scenario === 'hot' ? [...list, limiterTokenBucket(rule)] : list;
+      return scenario === 'hot' ? [...list, limiterTokenBucket(rule), ratekeeperPeek(RATEKEEPER_PEEK, keys, make)] : list;
     }
     case 'bounded': {
       // A bound sizes the key table's shards: 200 000 keys at most make 64 maps instead of 256.
