@@ -13,6 +13,7 @@ import {
   TokenBucket,
   type RateLimitAlgorithm,
 } from '../../src/index';
+import { algorithms } from '../support/algorithms';
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -53,6 +54,27 @@ describe('what debt looks like in each algorithm (10 per second, 25 charged at 0
     expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 1550 });
     clock.set(1550);
     expect(limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 0 });
+  });
+});
+
+describe.each(algorithms)('$name: a charge of Number.MAX_SAFE_INTEGER', ({ make }) => {
+  it('is bounded: no overflow, refused for at most two windows, then as new', () => {
+    const rule = new Rule(997, 60_000);
+    const { limiter, clock } = limiterOf(() => make(rule));
+    clock.set(1_764_000_000_123);
+    const decision = limiter.charge('k', Number.MAX_SAFE_INTEGER);
+    expect(decision).toMatchObject({ allowed: true, remaining: 0 });
+    expect(decision.resetAfterMs).toBeLessThanOrEqual(2 * rule.windowMs);
+    clock.advance(decision.resetAfterMs);
+    expect(limiter.tryAcquire('k', rule.limit)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('peek checks permits as tryAcquire does', () => {
+    const { limiter } = limiterOf(() => make(new Rule(10, 1000)));
+    for (const permits of [11, -1, 1.5, Number.NaN]) {
+      expect(() => limiter.peek('k', permits)).toThrow(new RangeError(`ratekeeper: \`permits\` must be an integer from 1 to 10, got ${permits}`));
+    }
+    expect(limiter.size).toBe(0);
   });
 });
 

@@ -83,6 +83,17 @@ describe.each([...algorithms, ...composites])('$name', ({ make }) => {
     expect(onTime.limiter.tryAcquire('k', permits).allowed).toBe(true);
   };
 
+  /** Expects the key to be as new exactly `resetAfterMs` on (a whole-limit request passes), and not a ms before. */
+  const expectExactReset = (copy: () => { limiter: KeyedRateLimiter; clock: ManualClock }, limit: number, resetAfterMs: number) => {
+    const late = copy();
+    late.clock.advance(resetAfterMs);
+    expect(late.limiter.tryAcquire('k', limit)).toMatchObject({ allowed: true, remaining: 0 });
+    if (resetAfterMs === 0) return;
+    const early = copy();
+    early.clock.advance(resetAfterMs - 1);
+    expect(early.limiter.tryAcquire('k', limit).allowed).toBe(false);
+  };
+
   test.prop([caseArb, fc.integer({ min: 1, max: 1_000_000 }), probesArb])(
     'peek answers what tryAcquire would, spends nothing, and stores no key',
     (c, size, probes) => {
@@ -105,14 +116,7 @@ describe.each([...algorithms, ...composites])('$name', ({ make }) => {
     if (now.limit !== limit) return; // a composite names its binding part
     if (now.remaining >= 1) expect(build(c).limiter.tryAcquire('k', now.remaining).allowed).toBe(true);
     if (now.remaining < limit) expect(build(c).limiter.tryAcquire('k', now.remaining + 1).allowed).toBe(false);
-    const reset = build(c);
-    reset.clock.advance(now.resetAfterMs);
-    expect(reset.limiter.tryAcquire('k', limit)).toMatchObject({ allowed: true, remaining: 0 });
-    if (now.resetAfterMs > 0) {
-      const early = build(c);
-      early.clock.advance(now.resetAfterMs - 1);
-      expect(early.limiter.tryAcquire('k', limit).allowed).toBe(false);
-    }
+    expectExactReset(() => build(c), limit, now.resetAfterMs);
   });
 
   test.prop([caseArb, probesArb])('after reset every decision is a never-seen key\'s', (c, probes) => {
@@ -146,14 +150,7 @@ describe.each([...algorithms, ...composites])('$name', ({ make }) => {
       // resetAfterMs counts the debt: a whole-limit request passes at it, not a ms before.
       expect(decision.resetAfterMs).toBeLessThanOrEqual(2 * windowMs);
       if (decision.limit !== limit) return; // a composite names its binding part
-      const late = afterCharge();
-      late.clock.advance(decision.resetAfterMs);
-      expect(late.limiter.tryAcquire('k', limit)).toMatchObject({ allowed: true, remaining: 0 });
-      if (decision.resetAfterMs > 0) {
-        const early = afterCharge();
-        early.clock.advance(decision.resetAfterMs - 1);
-        expect(early.limiter.tryAcquire('k', limit).allowed).toBe(false);
-      }
+      expectExactReset(afterCharge, limit, decision.resetAfterMs);
     },
   );
 
