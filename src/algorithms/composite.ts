@@ -131,7 +131,7 @@ export class Composite extends Printable implements AccountingAlgorithm {
     const parts = this.parts as readonly Partial<AccountingAlgorithm>[];
     parts.forEach((part, i) => {
       if (typeof part.charge !== 'function' || typeof part.reserve !== 'function' || typeof part.refund !== 'function') {
-        throw new TypeError(`ratekeeper: Composite ${operation} needs every part to have charge, reserve and refund; \`parts[${i}]\` has not`);
+        throw typeError(`ratekeeper: Composite ${operation} needs every part to have charge, reserve and refund; \`parts[${i}]\` has not`);
       }
     });
     return parts as readonly AccountingAlgorithm[];

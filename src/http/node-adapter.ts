@@ -1,4 +1,5 @@
 import type { Decision, Rejected } from '../core/decision';
+import { typeError } from '../core/errors';
 import { optionalFunction } from './check';
 import { PROBLEM_JSON, quotaExceeded } from './problem';
 import { incomingConnection, requestLimit, type RateLimitOptions } from './request-limit';
@@ -41,7 +42,7 @@ declare global {
  * a refund (under `skipSuccessfulRequests` it would make password guesses free).
  */
 export function settleOnClose(res: NodeResponseLike | undefined, finish: (status: number) => Promise<void>): void {
-  if (typeof res?.once !== 'function') throw new TypeError('ratekeeper: settling after the response needs a response with once("close"), as Node\'s has');
+  if (typeof res?.once !== 'function') throw typeError('ratekeeper: settling after the response needs a response with once("close"), as Node\'s has');
   res.once('close', () => {
     if (res.headersSent) void finish(res.statusCode);
   });

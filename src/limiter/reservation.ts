@@ -1,6 +1,7 @@
 import type { Receipt } from '../algorithms/accounting';
 import type { AccountingAlgorithm } from '../algorithms/algorithm';
 import type { Decision } from '../core/decision';
+import { coded } from '../core/errors';
 import { integerIn } from '../core/validate';
 
 /**
@@ -46,9 +47,7 @@ export interface Ledger {
 
 /** The error a second `settle` or `cancel` of a granted reservation throws. */
 export function alreadySettled(): Error {
-  return Object.assign(new Error('ratekeeper: this reservation is already settled; a reservation settles once'), {
-    code: 'ERR_RATEKEEPER_ALREADY_SETTLED',
-  });
+  return coded(new Error('ratekeeper: this reservation is already settled; a reservation settles once'), 'ERR_RATEKEEPER_ALREADY_SETTLED');
 }
 
 /** What a granted reservation holds: where to settle, and the receipt of its grant. */

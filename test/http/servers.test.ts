@@ -1,6 +1,7 @@
 // The middleware on real servers over loopback: src/http/node-adapter.ts (Express), fastify-adapter.ts,
 // hono-adapter.ts and fetch-adapter.ts, all through the shared logic of src/http/request-limit.ts.
 import { afterEach, describe, expect, it } from 'vitest';
+import { rangeError, typeError } from '../../src/core/errors';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter } from '../../src/index';
 import type { ForwardedHeader } from '../../src/http';
 import { ADAPTERS, CORS_HEADERS, getWithLines, limitFields, start, type Running, type Setup } from './support/servers';
@@ -241,7 +242,7 @@ describe.each(ADAPTERS)('%s', (adapter) => {
       limiter.reset('k');
       await get('/', { 'x-used': 'many' });
       for (let i = 0; i < 200 && errors.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 5));
-      expect(errors).toEqual([new RangeError('ratekeeper: `settle` must be a safe integer of at least 0, got NaN')]);
+      expect(errors).toEqual([rangeError('ratekeeper: `settle` must be a safe integer of at least 0, got NaN')]);
     });
 
     it.runIf(adapter === 'express' || adapter === 'fastify')(
@@ -271,7 +272,7 @@ describe.each(ADAPTERS)('%s', (adapter) => {
     it('refuses a limiter without reserve, at once', async () => {
       const limiter: AsyncRateLimiter = { tryAcquire: async () => threePerMinute().tryAcquire('k') };
       await expect(start(adapter, { limiter, skipFailedRequests: true })).rejects.toThrow(
-        new TypeError(
+        typeError(
           'ratekeeper: `skipFailedRequests`, `skipSuccessfulRequests` and `settle` need a limiter with a reserve(key, permits) method, such as a KeyedRateLimiter',
         ),
       );

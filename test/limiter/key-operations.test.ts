@@ -13,6 +13,7 @@ import {
   TokenBucket,
   type RateLimitAlgorithm,
 } from '../../src/index';
+import { rangeError, typeError } from '../../src/core/errors';
 import { algorithms } from '../support/algorithms';
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -72,7 +73,7 @@ describe.each(algorithms)('$name: a charge of Number.MAX_SAFE_INTEGER', ({ make 
   it('peek checks permits as tryAcquire does', () => {
     const { limiter } = limiterOf(() => make(new Rule(10, 1000)));
     for (const permits of [11, -1, 1.5, Number.NaN]) {
-      expect(() => limiter.peek('k', permits)).toThrow(new RangeError(`ratekeeper: \`permits\` must be an integer from 1 to 10, got ${permits}`));
+      expect(() => limiter.peek('k', permits)).toThrow(rangeError(`ratekeeper: \`permits\` must be an integer from 1 to 10, got ${permits}`));
     }
     expect(limiter.size).toBe(0);
   });
@@ -151,12 +152,12 @@ describe('block', () => {
 
   it('checks its arguments', () => {
     const { limiter } = limiterOf(() => new TokenBucket(Rule.perSecond(10)));
-    expect(() => limiter.block('k', -1)).toThrow(new RangeError('ratekeeper: `durationMs` must be an integer from 0 to 4398046511104, got -1'));
+    expect(() => limiter.block('k', -1)).toThrow(rangeError('ratekeeper: `durationMs` must be an integer from 0 to 4398046511104, got -1'));
     expect(() => limiter.block('k', Infinity)).toThrow(RangeError);
-    expect(() => limiter.block(1 as never, 10)).toThrow(new TypeError('ratekeeper: `key` must be a string, got 1'));
-    expect(() => limiter.charge('k', 0)).toThrow(new RangeError('ratekeeper: `permits` must be a safe integer of at least 1, got 0'));
-    expect(() => limiter.reserve('k', 11)).toThrow(new RangeError('ratekeeper: `permits` must be an integer from 1 to 10, got 11'));
-    expect(() => limiter.reserve('k').settle(-1)).toThrow(new RangeError('ratekeeper: `actualPermits` must be a safe integer of at least 0, got -1'));
+    expect(() => limiter.block(1 as never, 10)).toThrow(typeError('ratekeeper: `key` must be a string, got 1'));
+    expect(() => limiter.charge('k', 0)).toThrow(rangeError('ratekeeper: `permits` must be a safe integer of at least 1, got 0'));
+    expect(() => limiter.reserve('k', 11)).toThrow(rangeError('ratekeeper: `permits` must be an integer from 1 to 10, got 11'));
+    expect(() => limiter.reserve('k').settle(-1)).toThrow(rangeError('ratekeeper: `actualPermits` must be a safe integer of at least 0, got -1'));
     expect(limiter.peek('k', 0)).toMatchObject({ allowed: true, remaining: 9 }); // the bad settle changed nothing
   });
 });
@@ -165,7 +166,7 @@ describe('operations need an algorithm that keeps accounts', () => {
   it('throws a TypeError naming the missing method for a custom algorithm', () => {
     const custom = { tryAcquire: () => ({ allowed: true, limit: 1, remaining: 0, retryAfterMs: 0, resetAfterMs: 0 }) as const, isIdle: () => true };
     const { limiter } = limiterOf(() => custom);
-    expect(() => limiter.charge('k', 1)).toThrow(new TypeError('ratekeeper: charge needs an algorithm with a charge() method; the factory\'s algorithm has none'));
+    expect(() => limiter.charge('k', 1)).toThrow(typeError('ratekeeper: charge needs an algorithm with a charge() method; the factory\'s algorithm has none'));
     expect(() => limiter.peek('k')).toThrow(TypeError);
     expect(limiter.size).toBe(0);
   });
@@ -218,7 +219,7 @@ describe('waiting', () => {
     scheduler.advance(1000);
     await expect(first).resolves.toMatchObject({ allowed: true });
     expect(() => new KeyedRateLimiter({ algorithm: bucket, maxWaiters: 0 })).toThrow(
-      new RangeError('ratekeeper: `maxWaiters` must be a safe integer of at least 1, got 0'),
+      rangeError('ratekeeper: `maxWaiters` must be a safe integer of at least 1, got 0'),
     );
     scheduler.advance(1000);
     await expect(second).resolves.toMatchObject({ allowed: true });
