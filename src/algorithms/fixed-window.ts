@@ -3,7 +3,7 @@ import { floorDiv } from '../core/exact';
 import { canonicalRule, type Rule } from '../core/rule';
 import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
-import { checkCharge, DEBT_LIMITS, type Receipt, type Reserved, stateNow } from './accounting';
+import { checkCharge, DEBT_LIMITS, type Receipt, type Reserved } from './accounting';
 import type { AccountingAlgorithm } from './algorithm';
 
 /** What a window's reservation remembers: the window it was counted in. */
@@ -45,8 +45,7 @@ export class FixedWindow extends Printable implements AccountingAlgorithm {
   }
 
   peek(nowMs: number, permits = 1): Decision {
-    if (permits === 0) return stateNow(this.decide(nowMs, 0, false));
-    checkPermits(permits, this.rule.limit);
+    if (permits !== 0) checkPermits(permits, this.rule.limit);
     return this.decide(nowMs, permits, false);
   }
 
@@ -106,7 +105,11 @@ export class FixedWindow extends Printable implements AccountingAlgorithm {
     const now = Math.max(nowMs, window * windowMs);
     const used = window === this.window ? this.count : 0;
     const untilNext = Math.ceil((window + 1) * windowMs - now);
-    if (used + permits > limit) return reject(limit, Math.max(0, limit - used), untilNext, untilNext);
+    if (used + permits > limit) {
+      // `peek(now, 0)` of a key in debt: for a dashboard, simply none left.
+      if (permits === 0) return allow(limit, 0, untilNext);
+      return reject(limit, Math.max(0, limit - used), untilNext, untilNext);
+    }
     if (spend) {
       this.window = window;
       this.count = used + permits;

@@ -329,13 +329,6 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     return this.#table.evictIdle(at);
   }
 
-  /** `peek` for any key: not resident (nothing is stored), from before a reconfiguration, blocked. */
-  #peekAny(key: string, permits: number, now: number): Decision {
-    const state = this.#stateOf(key) ?? this.#fresh(key);
-    const decision = capable(state, 'peek').peek(now, permits);
-    return this.#mayBlock ? (this.#blocked(key, now, decision) ?? decision) : decision;
-  }
-
   /**
    * How `key` stands now, spending nothing, for a caller that waits behind others (see
    * `StandingProbe`): a refusal of `permits` is that; when they fit, a request for one more than
@@ -357,6 +350,13 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
       // A composite's binding limit may exceed its smallest part's: the reset after this request is the nearest known.
       return reject(limit, available, 0, resetAfterMs);
     }
+  }
+
+  /** `peek` for any key: not resident (nothing is stored), from before a reconfiguration, blocked. */
+  #peekAny(key: string, permits: number, now: number): Decision {
+    const state = this.#stateOf(key) ?? this.#fresh(key);
+    const decision = capable(state, 'peek').peek(now, permits);
+    return this.#mayBlock ? (this.#blocked(key, now, decision) ?? decision) : decision;
   }
 
   /** A resident key's state (carried over to the current rule if it was from before a reconfiguration). */
