@@ -120,7 +120,16 @@ export class KeyTable {
    */
   #reclaimOne(now: number): void {
     const idle = (this.#idle ??= this.#idleHeap(now));
-    while (idle.first <= now) {
+    for (;;) {
+      if (idle.first > now) {
+        // A key from before the last switch is remembered by its old state, which may go idle later
+        // than the state it is carried to (a shorter window): carry such keys over, each remembered
+        // from the switch on and so looked at next, until one is idle or none is left.
+        const old = this.#previous.size === 0 ? undefined : this.#previous.nextEntry();
+        if (old === undefined) return;
+        this.#carry(...old);
+        continue;
+      }
       const [key, state] = idle.pop();
       if (this.#current.get(key) === state) {
         if (this.#forgettable(key, state, now)) {

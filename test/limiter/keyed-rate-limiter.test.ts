@@ -83,6 +83,43 @@ describe('KeyedRateLimiter', () => {
     },
   );
 
+  it('admits a newcomer in place of a key that a reconfiguration made idle sooner, on a full table', () => {
+    const clock = new ManualClock();
+    const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(3)), clock, maxKeys: 1 });
+    limiter.tryAcquire('a'); // under 3 per minute, back to full in 20 s
+    expect(limiter.tryAcquire('b').degraded).toBe('key-table-full');
+    limiter.reconfigure(() => new TokenBucket(Rule.perSecond(3))); // the spent token comes back in 334 ms
+    clock.advance(334);
+    expect(limiter.tryAcquire('b')).toMatchObject({ allowed: true, limit: 3, remaining: 2 });
+    expect(limiter.size).toBe(1);
+  });
+
+  const tableOpArb = fc.oneof(
+    { weight: 10, arbitrary: fc.record({ dt: fc.integer({ min: -50, max: 400 }), key: fc.integer({ min: 0, max: 12 }), permits: fc.integer({ min: 1, max: 3 }) }) },
+    { weight: 1, arbitrary: fc.record({ algorithm: fc.integer({ min: 0, max: algorithms.length - 1 }), limit: fc.integer({ min: 3, max: 5 }), windowMs: fc.integer({ min: 1, max: 500 }) }) },
+    { weight: 1, arbitrary: fc.record({ evictBack: fc.integer({ min: 0, max: 1000 }) }) },
+  );
+
+  test.prop([fc.integer({ min: 0, max: algorithms.length - 1 }), fc.integer({ min: 1, max: 4 }), fc.array(tableOpArb, { maxLength: 150 })], { numRuns: 300 })(
+    'a newcomer is refused as key-table-full only when no resident key is idle, across reconfigurations and readings that go back',
+    (first, maxKeys, ops) => {
+      const clock = new ManualClock(1_764_000_000_000);
+      const limiter = new KeyedRateLimiter({ algorithm: () => (algorithms[first] as (typeof algorithms)[number]).make(new Rule(3, 200)), clock, maxKeys });
+      for (const op of ops) {
+        if ('dt' in op) {
+          clock.set(clock.now() + op.dt);
+          if (limiter.tryAcquire(`k${op.key}`, op.permits).degraded === 'key-table-full') expect(limiter.evictIdle()).toBe(0);
+          expect(limiter.size).toBeLessThanOrEqual(maxKeys);
+        } else if ('algorithm' in op) {
+          const rule = new Rule(op.limit, op.windowMs);
+          limiter.reconfigure(() => (algorithms[op.algorithm] as (typeof algorithms)[number]).make(rule));
+        } else {
+          limiter.evictIdle(clock.now() - op.evictBack);
+        }
+      }
+    },
+  );
+
   it('looks at the keys of a custom algorithm without peek a few times each, not once per ms, while a full table refuses', () => {
     const clock = new ManualClock();
     let looks = 0;
