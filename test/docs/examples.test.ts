@@ -1,6 +1,6 @@
 // Docs that cannot drift: every ```ts block in README.md and docs/*.md and every JSDoc `@example`
 // in src/ is written out as a file and compiled against the sources with the project's strict
-// settings, `ratekeeper`, `ratekeeper/redis` and `ratekeeper/http` mapped to src/. An example
+// settings, `ratekeeper` and its `/redis`, `/http` and `/shared` subpaths mapped to src/. An example
 // followed by a ```text block is also run under plain Node, and must print exactly that.
 import { execFile } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -38,6 +38,7 @@ const tsconfig = {
       ratekeeper: [resolve(root, 'src/index.ts')],
       'ratekeeper/redis': [resolve(root, 'src/redis.ts')],
       'ratekeeper/http': [resolve(root, 'src/http.ts')],
+      'ratekeeper/shared': [resolve(root, 'src/shared.ts')],
     },
   },
   include: ['*.ts'],
@@ -112,7 +113,7 @@ describe('documentation examples', () => {
       const file = resolve(out, `run-${fileNameOf(example)}`);
       // Run as a user would, except that the package specifiers point at the sources.
       const code = example.code.replace(/from '(ratekeeper(?:\/redis|\/http)?)'/g, (_, specifier: string) => {
-        const entry = { ratekeeper: 'index', 'ratekeeper/redis': 'redis', 'ratekeeper/http': 'http' }[specifier];
+        const entry = { ratekeeper: 'index', 'ratekeeper/redis': 'redis', 'ratekeeper/http': 'http', 'ratekeeper/shared': 'shared' }[specifier];
         return `from '${relative(out, resolve(root, `src/${entry}.ts`))}'`;
       });
       writeFileSync(file, `${code}\n`);
