@@ -120,24 +120,32 @@ export class SharedKeyTable {
       }
       if (v === 0n) break;
     }
-    if (free >= 0 && this.#reserveRoom()) {
-      const slot = (low + free) & this.#mask;
-      if (Atomics.compareExchange(words, HEADER_WORDS + 2 * slot, freeWord, h | PENDING) === freeWord) return CLAIM - free;
-      this.#releaseRoom();
-      return AGAIN;
+    if (free < 0) {
+      // Every slot of the window holds a key: the new one takes an idle one's slot.
+      const k = this.#giveAway(low, isIdle, h | PENDING);
+      return k < 0 ? NOT_FOUND : CLAIM - k;
     }
-    return this.#claimIdle(h, low, isIdle);
+    if (!this.#reserveRoom()) {
+      // maxKeys are stored: forget an idle key of the window first (its slot becomes FREE), then look again.
+      return this.#giveAway(low, isIdle, FREE) < 0 ? NOT_FOUND : AGAIN;
+    }
+    const slot = (low + free) & this.#mask;
+    if (Atomics.compareExchange(words, HEADER_WORDS + 2 * slot, freeWord, h | PENDING) === freeWord) return CLAIM - free;
+    this.#releaseRoom();
+    return AGAIN;
   }
 
-  /** Claims the slot of the first idle key in the window for `h`; NOT_FOUND when every key is active. */
-  #claimIdle(h: bigint, low: number, isIdle: (slot: number) => boolean): number {
+  /**
+   * Gives the slot of the first idle key in the window to `to` (a claim, or FREE) and returns its
+   * probe position; -1 when every key there is active.
+   */
+  #giveAway(low: number, isIdle: (slot: number) => boolean, to: bigint): number {
     const words = this.#words;
     for (let k = 0; k < this.#window; k++) {
       const slot = (low + k) & this.#mask;
       const at = HEADER_WORDS + 2 * slot;
       let v = Atomics.load(words, at);
-      if (v === 0n) break;
-      if ((v & PENDING) !== 0n || v === FREE) continue;
+      if (v === 0n || v === FREE || (v & PENDING) !== 0n) continue;
       if ((v & RETIRING) === 0n) {
         if (Atomics.compareExchange(words, at, v, v | RETIRING) !== v) continue;
         v |= RETIRING;
@@ -147,9 +155,12 @@ export class SharedKeyTable {
         Atomics.compareExchange(words, at, v, v & ~RETIRING);
         continue;
       }
-      if (Atomics.compareExchange(words, at, v, h | PENDING) === v) return CLAIM - k;
+      if (Atomics.compareExchange(words, at, v, to) === v) {
+        if (to === FREE) this.#releaseRoom();
+        return k;
+      }
     }
-    return NOT_FOUND;
+    return -1;
   }
 
   /**
