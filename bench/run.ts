@@ -8,6 +8,7 @@ import { type FloodResult, renderFlood } from './flood';
 import type { HeapResult } from './heap';
 import type { LatencyRun } from './latency';
 import type { RedisResult } from './redis';
+import { renderShared, type SharedResult } from './shared';
 import { machine, render, type BenchResults } from './report';
 import type { ThroughputResult, Variant } from './throughput';
 
@@ -42,6 +43,8 @@ async function main(): Promise<void> {
   const redis = await runChild<RedisResult>('./redis.ts');
   step('flood: ten million unique keys');
   const flood = renderFlood(await runChild<FloodResult>('./flood.ts'));
+  step('ratekeeper/shared: 1, 2 and 4 threads; the shared table in one thread');
+  const shared = renderShared(await runChild<SharedResult>('./shared.ts'));
 
   const results: BenchResults = {
     machine: before,
@@ -54,8 +57,8 @@ async function main(): Promise<void> {
     redis,
   };
   const { text, markdown } = render(results);
-  console.log(text + flood.text);
-  await writeFile(new URL('./RESULTS.md', import.meta.url), `${markdown}\n${flood.markdown}`);
+  console.log(text + flood.text + shared.text);
+  await writeFile(new URL('./RESULTS.md', import.meta.url), `${markdown}\n${flood.markdown}${shared.markdown}`);
   step('wrote bench/RESULTS.md');
 }
 

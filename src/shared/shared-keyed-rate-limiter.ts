@@ -93,9 +93,13 @@ export class SharedKeyedRateLimiter {
   readonly #exactUntil: number;
   readonly #closing = new AbortController();
   #waiting: WaitQueue | undefined;
+  /** The last key asked for, its hash, home and slot: a hot key skips hashing and the probe (confirm() still checks the slot). */
   #lastKey: string | undefined;
   #lastHash = 0n;
   #lastLow = 0;
+  #lastSlot = NOT_FOUND;
+  /** This thread's latest reading, ms since the buffer's epoch. */
+  #latest = 0;
 
   /**
    * Makes a new buffer for `maxKeys` keys under one rule.
@@ -210,16 +214,22 @@ export class SharedKeyedRateLimiter {
     const h = this.#hash(key);
     const low = this.#lastLow;
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-      let slot = this.#table.find(h, low);
-      const now = this.#clamp(t);
+      // A slot remembered from the last call is only a guess: confirm() below settles whether the key still lives there.
+      let slot = attempt === 0 && this.#lastSlot !== NOT_FOUND ? this.#lastSlot : this.#table.find(h, low);
+      let now = t;
       if (slot === NOT_FOUND) {
+        now = this.#latestShared(t);
         slot = this.#table.findOrInsert(h, low, (s) => this.#state.isIdle(s, now));
         if (slot === NOT_FOUND) return this.#tableFull(now);
       }
       const decision = this.#state.decide(slot, now, permits, true);
-      if (this.#table.confirm(slot, h)) return decision;
+      if (this.#table.confirm(slot, h)) {
+        this.#lastSlot = slot;
+        return decision;
+      }
+      this.#lastSlot = NOT_FOUND;
     }
-    return this.#tableFull(this.#clamp(t));
+    return this.#tableFull(this.#latestShared(t));
   }
 
   /**
@@ -232,9 +242,8 @@ export class SharedKeyedRateLimiter {
     const low = this.#lastLow;
     for (;;) {
       const slot = this.#table.find(h, low);
-      const now = this.#clamp(t);
-      if (slot === NOT_FOUND) return this.#fresh.decide(0, now, permits, false);
-      const decision = this.#state.decide(slot, now, permits, false);
+      if (slot === NOT_FOUND) return this.#fresh.decide(0, this.#latestShared(t), permits, false);
+      const decision = this.#state.decide(slot, t, permits, false);
       if (this.#table.confirm(slot, h)) return decision;
     }
   }
@@ -298,24 +307,32 @@ export class SharedKeyedRateLimiter {
     const reading = this.#clock.now();
     if (typeof reading !== 'number') assertNumber('nowMs', reading);
     if (!Number.isFinite(reading)) finiteNumber('nowMs', reading);
-    return Math.floor(reading) - this.#header.epoch;
-  }
-
-  /**
-   * The time a decision is made at: the reading, or the latest reading any thread has decided at
-   * if that is later (so an earlier reading counts as no time passing, as in memory, and a key given
-   * away as idle at some reading is never decided afresh at an earlier one). Read after the lookup:
-   * a thread that gave the key's slot away raised the latest reading first.
-   */
-  #clamp(t: number): number {
-    const words = this.#words;
-    let seen = Atomics.load(words, H.latest);
-    if (t <= Number(seen)) return Number(seen);
+    // An earlier reading than this thread's latest counts as no time passing, as in memory.
+    const t = Math.floor(reading) - this.#header.epoch;
+    if (t <= this.#latest) return this.#latest;
     if (t > this.#exactUntil) {
       throw coded(
         new RangeError(`ratekeeper: the shared ${this.#header.algorithm} word is exact for ${this.#exactUntil} ms after its creation; the clock reads ${t}`),
         'ERR_RATEKEEPER_OUT_OF_RANGE',
       );
+    }
+    this.#latest = t;
+    return t;
+  }
+
+  /**
+   * The time a new key is decided at: this thread's reading, or the latest reading at which any
+   * thread has given a slot away, if that is later; raised to the reading first. A thread gives an
+   * idle key's slot away only after raising it (on this same path), and this is read after the
+   * lookup that missed the key, so a key forgotten as idle at some reading is never decided afresh
+   * at an earlier one, whatever the threads' clocks say.
+   */
+  #latestShared(t: number): number {
+    const words = this.#words;
+    let seen = Atomics.load(words, H.latest);
+    if (t <= Number(seen)) {
+      this.#latest = Number(seen);
+      return this.#latest;
     }
     const target = BigInt(t);
     while (seen < target) {
@@ -331,6 +348,7 @@ export class SharedKeyedRateLimiter {
       this.#lastHash = hashKey(key);
       this.#lastLow = lastLow;
       this.#lastKey = key;
+      this.#lastSlot = NOT_FOUND;
     }
     return this.#lastHash;
   }
