@@ -6,7 +6,7 @@ import { SharedKeyedRateLimiter } from '../src/shared/shared-keyed-rate-limiter'
 import { HOT_RULE, MANY_RULE } from './algorithms';
 import { hotKeyWorkload, manyKeysWorkload } from './workloads';
 
-export type ThreadContender = 'shared' | 'unshared' | 'bridge';
+export type ThreadContender = 'shared' | 'unshared' | 'bridge' | 'pipelined';
 export interface ThreadSetup {
   readonly module: string;
   readonly contender: ThreadContender;
@@ -16,8 +16,11 @@ export interface ThreadSetup {
   readonly buffer?: SharedArrayBuffer;
   readonly port?: MessagePort;
 }
-/** Decisions a bridge worker keeps in flight: the bridge's best case, not one awaited call at a time. */
-export const IN_FLIGHT = 64;
+/**
+ * Decisions a bridge worker keeps in flight: 'bridge' awaits each answer before asking again, as a
+ * handler that awaits its limiter does; 'pipelined' keeps 64 in flight, the bridge's best case.
+ */
+export const IN_FLIGHT: Record<'bridge' | 'pipelined', number> = { bridge: 1, pipelined: 64 };
 
 const setup = workerData as ThreadSetup;
 const { keys, order } = setup.hot ? hotKeyWorkload() : manyKeysWorkload(setup.keys);
@@ -51,6 +54,7 @@ function contender(): Run {
     return timed((key) => limiter.tryAcquire(key).remaining);
   }
   const port = setup.port as MessagePort;
+  const inFlight = IN_FLIGHT[setup.contender];
   return (durationMs) =>
     new Promise<number>((resolve) => {
       const end = performance.now() + durationMs;
@@ -66,7 +70,7 @@ function contender(): Run {
           resolve(answered);
         }
       });
-      for (; sent < IN_FLIGHT; sent++) port.postMessage(keys[order[position++ & mask] as number]);
+      for (; sent < inFlight; sent++) port.postMessage(keys[order[position++ & mask] as number]);
     });
 }
 
