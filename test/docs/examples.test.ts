@@ -112,7 +112,7 @@ describe('documentation examples', () => {
     async (_, example) => {
       const file = resolve(out, `run-${fileNameOf(example)}`);
       // Run as a user would, except that the package specifiers point at the sources.
-      const code = example.code.replace(/from '(ratekeeper(?:\/redis|\/http)?)'/g, (_, specifier: string) => {
+      const code = example.code.replace(/from '(ratekeeper(?:\/redis|\/http|\/shared)?)'/g, (_, specifier: string) => {
         const entry = { ratekeeper: 'index', 'ratekeeper/redis': 'redis', 'ratekeeper/http': 'http', 'ratekeeper/shared': 'shared' }[specifier];
         return `from '${relative(out, resolve(root, `src/${entry}.ts`))}'`;
       });
