@@ -1,6 +1,5 @@
 import { allow, reject, type Decision } from '../core/decision';
-import type { Rule } from '../core/rule';
-import { countBits } from './layout';
+import { PackedWindows } from './packed-windows';
 import type { SharedState } from './state';
 
 /**
@@ -10,49 +9,30 @@ import type { SharedState } from './state';
  * `2^(64 - b) · windowMs`: `perSecond(1000)` (b = 10) for 2^54 s (capped at 2^52 ms, 142 000 years, as every layout), `Rule(2^32, 1 ms)`
  * for 2^31 ms (24.9 days, so refused: layout.ts asks for ten years).
  */
-export class FixedWindowWord implements SharedState {
-  readonly #words: BigUint64Array;
-  readonly #state: (slot: number) => number;
-  readonly #limit: number;
-  readonly #windowMs: number;
-  /** The creation time's distance into its window: `now + offset` is ms since that window began. */
-  readonly #offset: number;
-  readonly #shift: bigint;
-  readonly #mask: bigint;
-
-  constructor(words: BigUint64Array, state: (slot: number) => number, rule: Rule, epoch: number) {
-    this.#words = words;
-    this.#state = state;
-    this.#limit = rule.limit;
-    this.#windowMs = rule.windowMs;
-    this.#offset = epoch - Math.floor(epoch / rule.windowMs) * rule.windowMs;
-    this.#shift = BigInt(countBits(rule.limit));
-    this.#mask = (1n << this.#shift) - 1n;
-  }
-
+export class FixedWindowWord extends PackedWindows implements SharedState {
   decide(slot: number, now: number, permits: number, spend: boolean): Decision {
-    const words = this.#words;
-    const at = this.#state(slot);
-    const limit = this.#limit;
-    const w = this.#windowMs;
-    const t = now + this.#offset;
+    const words = this.words;
+    const at = this.state(slot);
+    const limit = this.limit;
+    const w = this.windowMs;
+    const t = now + this.offset;
     const current = Math.floor(t / w);
     for (;;) {
       const word = Atomics.load(words, at);
-      const count = Number(word & this.#mask);
-      const stored = Number(word >> this.#shift);
+      const count = Number(word & this.mask);
+      const stored = Number(word >> this.bits);
       // A reading from an earlier window than the stored one counts as no time passing.
       const window = current > stored || count === 0 ? current : stored;
       const used = window === stored ? count : 0;
       const untilNext = (window + 1) * w - Math.max(t, window * w);
       if (used + permits > limit) return reject(limit, limit - used, untilNext, untilNext);
-      const next = (BigInt(window) << this.#shift) | BigInt(used + permits);
+      const next = (BigInt(window) << this.bits) | BigInt(used + permits);
       if (!spend || Atomics.compareExchange(words, at, word, next) === word) return allow(limit, limit - used - permits, untilNext);
     }
   }
 
   isIdle(slot: number, now: number): boolean {
-    const word = Atomics.load(this.#words, this.#state(slot));
-    return (word & this.#mask) === 0n || Math.floor((now + this.#offset) / this.#windowMs) > Number(word >> this.#shift);
+    const word = Atomics.load(this.words, this.state(slot));
+    return (word & this.mask) === 0n || Math.floor((now + this.offset) / this.windowMs) > Number(word >> this.bits);
   }
 }

@@ -1,8 +1,7 @@
 import { resetAfter, retryAfter } from '../algorithms/sliding-window-counter';
 import { allow, reject, type Decision } from '../core/decision';
 import { mulDivCeil } from '../core/exact';
-import type { Rule } from '../core/rule';
-import { countBits } from './layout';
+import { PackedWindows } from './packed-windows';
 import type { SharedState } from './state';
 
 /**
@@ -16,37 +15,19 @@ import type { SharedState } from './state';
  * `perMinute(1_000_000)` (b = 20) for 31.9 years; `perSecond(1_000_000)` (b = 20) would last
  * 194 days and is refused (layout.ts asks for ten years): use the token bucket or fixed window there.
  */
-export class SlidingWindowCounterWord implements SharedState {
-  readonly #words: BigUint64Array;
-  readonly #state: (slot: number) => number;
-  readonly #limit: number;
-  readonly #windowMs: number;
-  readonly #offset: number;
-  readonly #bits: bigint;
-  readonly #mask: bigint;
-
-  constructor(words: BigUint64Array, state: (slot: number) => number, rule: Rule, epoch: number) {
-    this.#words = words;
-    this.#state = state;
-    this.#limit = rule.limit;
-    this.#windowMs = rule.windowMs;
-    this.#offset = epoch - Math.floor(epoch / rule.windowMs) * rule.windowMs;
-    this.#bits = BigInt(countBits(rule.limit));
-    this.#mask = (1n << this.#bits) - 1n;
-  }
-
+export class SlidingWindowCounterWord extends PackedWindows implements SharedState {
   decide(slot: number, now: number, permits: number, spend: boolean): Decision {
-    const words = this.#words;
-    const at = this.#state(slot);
-    const limit = this.#limit;
-    const w = this.#windowMs;
-    const t = now + this.#offset;
+    const words = this.words;
+    const at = this.state(slot);
+    const limit = this.limit;
+    const w = this.windowMs;
+    const t = now + this.offset;
     const index = Math.floor(t / w);
     for (;;) {
       const word = Atomics.load(words, at);
-      const storedCurrent = Number(word & this.#mask);
-      const storedPrevious = Number((word >> this.#bits) & this.#mask);
-      const stored = Number(word >> (2n * this.#bits));
+      const storedCurrent = Number(word & this.mask);
+      const storedPrevious = Number((word >> this.bits) & this.mask);
+      const stored = Number(word >> (2n * this.bits));
       // A reading from an earlier window than the stored one counts as no time passing.
       const window = index > stored || (storedPrevious === 0 && storedCurrent === 0) ? index : stored;
       const start = window * w;
@@ -59,7 +40,7 @@ export class SlidingWindowCounterWord implements SharedState {
         const retryAfterMs = retryAfter(previous, current, permits, limit, w, elapsed);
         return reject(limit, Math.max(0, available), retryAfterMs, resetAfter(previous, current, w, elapsed));
       }
-      const next = (((BigInt(window) << this.#bits) | BigInt(previous)) << this.#bits) | BigInt(current + permits);
+      const next = (((BigInt(window) << this.bits) | BigInt(previous)) << this.bits) | BigInt(current + permits);
       if (!spend || Atomics.compareExchange(words, at, word, next) === word) {
         return allow(limit, available - permits, resetAfter(previous, current + permits, w, elapsed));
       }
@@ -67,12 +48,12 @@ export class SlidingWindowCounterWord implements SharedState {
   }
 
   isIdle(slot: number, now: number): boolean {
-    const word = Atomics.load(this.#words, this.#state(slot));
-    const index = Math.floor((now + this.#offset) / this.#windowMs);
-    const stored = Number(word >> (2n * this.#bits));
-    const current = word & this.#mask;
+    const word = Atomics.load(this.words, this.state(slot));
+    const index = Math.floor((now + this.offset) / this.windowMs);
+    const stored = Number(word >> (2n * this.bits));
+    const current = word & this.mask;
     if (index >= stored + 2) return true;
     if (index === stored + 1) return current === 0n;
-    return (word & ((1n << (2n * this.#bits)) - 1n)) === 0n;
+    return (word & ((1n << (2n * this.bits)) - 1n)) === 0n;
   }
 }

@@ -7,10 +7,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { extname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHROMIUM, openPage } from './chromium';
 
-const CHROMIUM = '/usr/bin/chromium';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const dist = resolve(root, 'dist');
 const fixtures = resolve(root, 'test/browser/fixtures');
@@ -54,18 +54,7 @@ describe.skipIf(!haveChromium && process.env.CI !== 'true')('in headless Chromiu
         .end(readFileSync(file));
     });
     await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-      timeout: 10_000,
-    });
-    page = await browser.newPage();
-    page.on('pageerror', (error) => pageErrors.push(error.message));
-    page.on('console', (message) => {
-      if (message.type() === 'error') pageErrors.push(message.text());
-    });
-    await page.goto(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
-    await page.waitForFunction(() => 'ready' in window, undefined, { timeout: 5_000 });
+    ({ browser, page } = await openPage(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, pageErrors));
   }, 20_000);
 
   afterAll(async () => {
