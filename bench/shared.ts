@@ -14,7 +14,7 @@ import { type Contender, FLOOR, floor, ratekeeper } from './contenders';
 import { measure } from './measure';
 import type { ThreadContender, ThreadSetup } from './shared-thread';
 import { formatNumber, formatRatio, markdownTable, median, textTable } from './stats';
-import { manyKeysWorkload } from './workloads';
+import { hotKeyWorkload, manyKeysWorkload } from './workloads';
 
 const THREADS = [1, 2, 4] as const;
 const CONTENDERS: readonly ThreadContender[] = ['shared', 'unshared', 'bridge', 'pipelined'];
@@ -36,6 +36,8 @@ export interface SharedResult {
   readonly threads: Record<'hot' | 'many', Record<number, Record<ThreadContender, number[]>>>;
   /** ns/decision per round and bytes per key, per key count and contender. */
   readonly table: Record<number, { ns: Record<string, number[]>; bytesPerKey: Record<string, number> }>;
+  /** One thread, one hot key, CPU ns/decision per round per contender: the same comparison as threads[hot][1], timed as the in-memory tables are. */
+  readonly hot: Record<string, number[]>;
 }
 
 const boot = fileURLToPath(new URL('./thread-boot.mjs', import.meta.url));
@@ -98,9 +100,9 @@ function ask(worker: Worker, ms: number): Promise<number> {
   return answer;
 }
 
-function sharedTable(keys: number): Contender {
-  const limiter = new SharedKeyedRateLimiter({ algorithm: 'token-bucket', rule: TABLE_RULE, maxKeys: keys });
-  const { keys: names, order } = manyKeysWorkload(keys);
+function sharedTable(keys: number, hot = false): Contender {
+  const limiter = new SharedKeyedRateLimiter({ algorithm: 'token-bucket', rule: hot ? HOT_RULE : TABLE_RULE, maxKeys: keys });
+  const { keys: names, order } = hot ? hotKeyWorkload() : manyKeysWorkload(keys);
   const mask = order.length - 1;
   return {
     name: SHARED_TABLE,
@@ -163,10 +165,18 @@ async function tableRows(): Promise<SharedResult['table']> {
   return out;
 }
 
+/** One hot key in one thread, CPU time: the wall-clock thread rows suffer most from a loaded machine. */
+async function hotRows(): Promise<SharedResult['hot']> {
+  const workload = hotKeyWorkload();
+  const contenders = [sharedTable(16, true), ratekeeper(KEYED, workload, () => new TokenBucket(HOT_RULE)), floor(workload, HOT_RULE)];
+  return Object.fromEntries(await measure(contenders, { rounds: 15, sampleMs: 15, warmupMs: 150 }));
+}
+
 async function main(): Promise<void> {
+  const hot = await hotRows();
   const threads = { hot: await threadRows(true), many: await threadRows(false) };
   const table = await tableRows();
-  sendToParent({ threads, table } satisfies SharedResult);
+  sendToParent({ threads, table, hot } satisfies SharedResult);
 }
 
 /** The median of per-round ratios a[i] / b[i]. */
@@ -205,11 +215,17 @@ export function renderShared(result: SharedResult): { text: string; markdown: st
   }
   const hot1 = result.threads.hot[1];
   const slower = ratio(hot1?.unshared, hot1?.shared);
+  const slowerCpu = ratio(result.hot[SHARED_TABLE], result.hot[KEYED]);
   const vsBridge = ratio(hot1?.shared, hot1?.bridge);
   const vsPipelined = ratio(hot1?.shared, hot1?.pipelined);
   const targets = [
     ['target (issue 16)', 'measured', 'result'],
-    ['one thread, hot key: within 2× the unshared limiter', `${formatRatio(slower)} (unshared ÷ shared)`, slower <= 2 ? 'PASS' : 'MISS'],
+    [
+      'one thread, hot key: within 2× the unshared limiter (CPU time, in-process rounds)',
+      `${formatRatio(slowerCpu)} (${formatNumber(median(result.hot[SHARED_TABLE] ?? [NaN]), 1)} vs ${formatNumber(median(result.hot[KEYED] ?? [NaN]), 1)} ns; floor ${formatNumber(median(result.hot[FLOOR] ?? [NaN]), 1)} ns)`,
+      slowerCpu <= 2 ? 'PASS' : 'MISS',
+    ],
+    ['the same in a worker thread (wall clock, below)', `${formatRatio(slower)} (unshared ÷ shared)`, slower <= 2 ? 'PASS' : 'MISS'],
     ['one thread, hot key: ≥ 20× the postMessage bridge (each call awaited)', formatRatio(vsBridge), vsBridge >= 20 ? 'PASS' : 'MISS'],
     ['(the same against a bridge with 64 calls in flight, its best case)', formatRatio(vsPipelined), vsPipelined >= 20 ? 'PASS' : 'MISS'],
   ];
