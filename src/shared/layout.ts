@@ -1,5 +1,5 @@
 import { describe, integerIn } from '../core/validate';
-import { coded } from './errors';
+import { rangeError, typeError } from '../core/errors';
 
 // The buffer of a SharedKeyedRateLimiter, read through one BigUint64Array:
 //
@@ -104,8 +104,7 @@ function gcdOf(a: number, b: number): number {
  */
 export function checkRuleFits(algorithm: SharedAlgorithm, limit: number, windowMs: number): number {
   integerIn('rule.windowMs', windowMs, 1, MAX_WINDOW_MS);
-  const refuse = (why: string) =>
-    coded(new RangeError(`ratekeeper: Rule(${limit}, ${windowMs}) does not fit a shared ${algorithm}: ${why}`), 'ERR_RATEKEEPER_OUT_OF_RANGE');
+  const refuse = (why: string) => rangeError(`ratekeeper: Rule(${limit}, ${windowMs}) does not fit a shared ${algorithm}: ${why}`);
   if (algorithm === 'sliding-window-log' && limit > MAX_LOG_LIMIT) {
     throw refuse(`a shared log keeps at most ${MAX_LOG_LIMIT} timestamps per key (use sliding-window-counter or token-bucket)`);
   }
@@ -146,8 +145,7 @@ export function writeHeader(words: BigUint64Array, header: Header): void {
 
 /** Reads the header of a buffer made by `new SharedKeyedRateLimiter`; throws a `TypeError` for anything else. */
 export function readHeader(buffer: unknown): { words: BigUint64Array; header: Header } {
-  const notOurs = (why: string) =>
-    coded(new TypeError(`ratekeeper: \`buffer\` must be the .buffer of a SharedKeyedRateLimiter, got ${why}`), 'ERR_RATEKEEPER_INVALID_ARGUMENT');
+  const notOurs = (why: string) => typeError(`ratekeeper: \`buffer\` must be the .buffer of a SharedKeyedRateLimiter, got ${why}`);
   if (typeof SharedArrayBuffer === 'undefined' || !(buffer instanceof SharedArrayBuffer)) throw notOurs(describe(buffer));
   if (buffer.byteLength < HEADER_WORDS * 8) throw notOurs(`a SharedArrayBuffer of ${buffer.byteLength} bytes`);
   const words = new BigUint64Array(buffer);

@@ -1,11 +1,12 @@
 import { type Clock, systemClock } from '../core/clock';
 import { type Decision, degrade, reject } from '../core/decision';
 import type { Rule } from '../core/rule';
+import { rangeError, typeError } from '../core/errors';
+import { Closable } from '../core/symbols';
 import { assertNumber, checkPermits, describe, finiteNumber, integerIn } from '../core/validate';
-import { type AcquireOptions, checkSignal } from '../limiter/acquire-options';
+import type { AcquireOptions } from '../limiter/acquire-options';
 import { type Scheduler, schedulerFor } from '../limiter/scheduler';
 import { WaitQueue } from '../limiter/wait-queue';
-import { coded, SharedLimiterClosedError } from './errors';
 import { FixedWindowWord } from './fixed-window-word';
 import { hashKey, lastLow } from './hash';
 import { NOT_FOUND, SharedKeyTable } from './key-table';
@@ -80,7 +81,7 @@ const ATTEMPTS = 4;
  * limiter.tryAcquire('upstream-api').remaining; // 19
  * ```
  */
-export class SharedKeyedRateLimiter {
+export class SharedKeyedRateLimiter extends Closable {
   readonly #buffer: SharedArrayBuffer;
   readonly #words: BigUint64Array;
   readonly #header: Header;
@@ -91,8 +92,7 @@ export class SharedKeyedRateLimiter {
   readonly #fresh: SharedState;
   readonly #clock: Clock;
   readonly #exactUntil: number;
-  readonly #closing = new AbortController();
-  #waiting: WaitQueue | undefined;
+  readonly #waiting: WaitQueue;
   /** The last key asked for, its hash, home and slot: a hot key skips hashing and the probe (confirm() still checks the slot). */
   #lastKey: string | undefined;
   #lastHash = 0n;
@@ -108,6 +108,7 @@ export class SharedKeyedRateLimiter {
    * cannot count exactly for ten years, or a `maxKeys` out of range.
    */
   constructor(options: SharedKeyedRateLimiterOptions) {
+    super();
     const attached = options instanceof Attached ? options : undefined;
     if (attached === undefined) {
       if (options === null || typeof options !== 'object') {
@@ -130,7 +131,7 @@ export class SharedKeyedRateLimiter {
       const ring = ringFor(algorithm, limit);
       const bytes = wordsFor(slots, ring) * 8;
       if (bytes > 2 ** 32) {
-        throw coded(new RangeError(`ratekeeper: \`maxKeys\` ${maxKeys} would need a buffer of ${bytes} bytes, more than 4 GiB`), 'ERR_RATEKEEPER_OUT_OF_RANGE');
+        throw rangeError(`ratekeeper: \`maxKeys\` ${maxKeys} would need a buffer of ${bytes} bytes, more than 4 GiB`);
       }
       const epoch = Math.floor(finiteNumber('clock.now()', clock.now())) - EPOCH_MARGIN_MS;
       this.#buffer = new SharedArrayBuffer(bytes);
@@ -148,6 +149,7 @@ export class SharedKeyedRateLimiter {
     this.#state = stateFor(this.#words, this.#header, this.#rule, (slot) => this.#table.stateIndex(slot));
     const scratch = new BigUint64Array(HEADER_WORDS + 2 + this.#header.ring);
     this.#fresh = stateFor(scratch, this.#header, this.#rule, () => HEADER_WORDS + 1);
+    this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), schedulerFor(clock));
   }
 
   /**
@@ -265,43 +267,27 @@ export class SharedKeyedRateLimiter {
    * ```
    */
   acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
-    if (this.#closing.signal.aborted) return Promise.reject(this.#closing.signal.reason);
-    let signal: AbortSignal | undefined;
-    try {
-      signal = checkSignal(options !== null && typeof options === 'object' ? options.signal : undefined);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    const { linked, unlink } = link(signal, this.#closing.signal);
-    this.#waiting ??= new WaitQueue((k, p) => this.tryAcquire(k, p), schedulerFor(this.#clock));
-    const waitOptions = (options === undefined ? { signal: linked } : { ...options, signal: linked }) as AcquireOptions;
-    const waiting = this.#waiting.acquire(key, permits, waitOptions);
-    waiting.then(unlink, unlink);
-    return waiting;
+    return this.#waiting.acquire(key, permits, options);
   }
 
   /**
-   * Stops this thread's limiter: its waits reject with an `ERR_RATEKEEPER_CLOSED` error, no timer is
-   * left, and its later calls throw that error. The buffer, and every other thread's limiter on it, go on.
+   * Ends this thread's waiting: every `acquire` still waiting rejects with a `ClosedError` (code
+   * `ERR_RATEKEEPER_CLOSED`) and spends nothing, its timer is cleared, and later `acquire` calls
+   * reject the same way at once. `tryAcquire` and `peek` keep answering, as on `KeyedRateLimiter`.
+   * The buffer, and every other thread's limiter on it, go on. Calling it again does nothing.
    */
-  close(): void {
-    if (!this.#closing.signal.aborted) {
-      this.#closing.abort(new SharedLimiterClosedError('ratekeeper: this SharedKeyedRateLimiter was closed'));
-    }
+  override close(): void {
+    this.#waiting.close();
   }
 
-  [Symbol.dispose](): void {
-    this.close();
-  }
-
-  [Symbol.asyncDispose](): Promise<void> {
-    this.close();
-    return Promise.resolve();
+  /** A summary for logs and `JSON.stringify`: the algorithm, the rule, stored keys and the bound; never the keys themselves. */
+  override toJSON(): { algorithm: SharedAlgorithm; limit: number; windowMs: number; size: number; maxKeys: number } {
+    const { algorithm, limit, windowMs, maxKeys } = this.#header;
+    return { algorithm, limit, windowMs, size: this.size, maxKeys };
   }
 
   /** Checks a call's arguments and reads the clock: ms since the buffer's creation, maybe below the latest. */
   #begin(key: string, permits: number): number {
-    if (this.#closing.signal.aborted) throw this.#closing.signal.reason;
     if (typeof key !== 'string') throw invalid(`\`key\` must be a string, got ${describe(key)}`);
     checkPermits(permits, this.#header.limit);
     const reading = this.#clock.now();
@@ -311,10 +297,7 @@ export class SharedKeyedRateLimiter {
     const t = Math.floor(reading) - this.#header.epoch;
     if (t <= this.#latest) return this.#latest;
     if (t > this.#exactUntil) {
-      throw coded(
-        new RangeError(`ratekeeper: the shared ${this.#header.algorithm} word is exact for ${this.#exactUntil} ms after its creation; the clock reads ${t}`),
-        'ERR_RATEKEEPER_OUT_OF_RANGE',
-      );
+      throw rangeError(`ratekeeper: the shared ${this.#header.algorithm} word is exact for ${this.#exactUntil} ms after its creation; the clock reads ${t}`);
     }
     this.#latest = t;
     return t;
@@ -406,20 +389,5 @@ function checkClock(clock: unknown): Clock {
 }
 
 function invalid(message: string): TypeError {
-  return coded(new TypeError(`ratekeeper: ${message}`), 'ERR_RATEKEEPER_INVALID_ARGUMENT');
-}
-
-/** A signal that aborts when either does, and the way to stop listening once the wait is over. */
-function link(signal: AbortSignal | undefined, closing: AbortSignal): { linked: AbortSignal; unlink: () => void } {
-  if (signal === undefined || signal.aborted) return { linked: signal ?? closing, unlink: () => {} };
-  const both = new AbortController();
-  const fromSignal = () => both.abort(signal.reason);
-  const fromClosing = () => both.abort(closing.reason);
-  signal.addEventListener('abort', fromSignal, { once: true });
-  closing.addEventListener('abort', fromClosing, { once: true });
-  const unlink = () => {
-    signal.removeEventListener('abort', fromSignal);
-    closing.removeEventListener('abort', fromClosing);
-  };
-  return { linked: both.signal, unlink };
+  return typeError(`ratekeeper: ${message}`);
 }

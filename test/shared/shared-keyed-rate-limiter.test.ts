@@ -76,7 +76,7 @@ describe('SharedKeyedRateLimiter', () => {
       'ratekeeper: Rule(5000, 60000) does not fit a shared sliding-window-log: a shared log keeps at most 4095 timestamps per key (use sliding-window-counter or token-bucket)',
     ]);
     expect((codeOf(() => make({ algorithm: 'token-bucket', rule: new Rule(2 ** 53 - 1, 1) })) as unknown[]).slice(0, 2)).toEqual(['RangeError', 'ERR_RATEKEEPER_OUT_OF_RANGE']);
-    expect(codeOf(() => make({ rule: new Rule(10, 1.5) }))).toEqual(['RangeError', undefined, 'ratekeeper: `rule.windowMs` must be an integer from 1 to 4398046511104, got 1.5']);
+    expect(codeOf(() => make({ rule: new Rule(10, 1.5) }))).toEqual(['RangeError', 'ERR_RATEKEEPER_OUT_OF_RANGE', 'ratekeeper: `rule.windowMs` must be an integer from 1 to 4398046511104, got 1.5']);
     // Realistic large rules fit.
     expect(make({ algorithm: 'token-bucket', rule: new Rule(1e9, 1000) }).tryAcquire('k', 1e9).allowed).toBe(true);
     expect(make({ algorithm: 'token-bucket', rule: new Rule(1e9, 86_400_000) }).tryAcquire('k').remaining).toBe(1e9 - 1);
@@ -86,18 +86,18 @@ describe('SharedKeyedRateLimiter', () => {
   });
 
   it('checks its options and arguments', () => {
-    expect(codeOf(() => make({ maxKeys: 0 }))).toEqual(['RangeError', undefined, 'ratekeeper: `maxKeys` must be an integer from 1 to 67108864, got 0']);
+    expect(codeOf(() => make({ maxKeys: 0 }))).toEqual(['RangeError', 'ERR_RATEKEEPER_OUT_OF_RANGE', 'ratekeeper: `maxKeys` must be an integer from 1 to 67108864, got 0']);
     expect((codeOf(() => make({ algorithm: 'leaky' as 'leaky-bucket' })) as unknown[]).slice(0, 2)).toEqual(['TypeError', 'ERR_RATEKEEPER_INVALID_ARGUMENT']);
     expect((codeOf(() => make({ rule: { limit: 3 } as Rule })) as unknown[]).slice(0, 2)).toEqual(['TypeError', 'ERR_RATEKEEPER_INVALID_ARGUMENT']);
     // A rule from another copy of ratekeeper is read by its fields.
     expect(make({ rule: { limit: 3, windowMs: 1000 } as Rule }).tryAcquire('k').remaining).toBe(2);
     const limiter = make();
-    expect(codeOf(() => limiter.tryAcquire('k', 5))).toEqual(['RangeError', undefined, 'ratekeeper: `permits` must be an integer from 1 to 4, got 5']);
+    expect(codeOf(() => limiter.tryAcquire('k', 5))).toEqual(['RangeError', 'ERR_RATEKEEPER_OUT_OF_RANGE', 'ratekeeper: `permits` must be an integer from 1 to 4, got 5']);
     expect((codeOf(() => limiter.tryAcquire(7 as unknown as string)) as unknown[]).slice(0, 2)).toEqual(['TypeError', 'ERR_RATEKEEPER_INVALID_ARGUMENT']);
     expect(limiter.size).toBe(0);
   });
 
-  it('acquire waits on timers for the exact retry time, and close() settles waiters with ERR_RATEKEEPER_CLOSED', async () => {
+  it('acquire waits on timers for the exact retry time, and close() settles waiters with ERR_RATEKEEPER_CLOSED, tryAcquire keeps answering', async () => {
     const scheduler = new ManualScheduler(0);
     const limiter = make({ clock: scheduler });
     await limiter.acquire('k', 4);
@@ -112,8 +112,22 @@ describe('SharedKeyedRateLimiter', () => {
     const stopped = limiter.acquire('k', 4).catch((error: { code?: string }) => error.code);
     limiter.close();
     expect(await stopped).toBe('ERR_RATEKEEPER_CLOSED');
-    expect((codeOf(() => limiter.tryAcquire('k')) as unknown[]).slice(0, 2)).toEqual(['ClosedError', 'ERR_RATEKEEPER_CLOSED']);
     expect(await limiter.acquire('k').catch((error: { code?: string }) => error.code)).toBe('ERR_RATEKEEPER_CLOSED');
+    // Calls that do not wait keep answering, as on KeyedRateLimiter; the buffer is untouched.
+    expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false, remaining: 0 });
+    expect(SharedKeyedRateLimiter.attach(limiter.buffer, { clock: scheduler }).peek('k').retryAfterMs).toBe(250);
+  });
+
+  it('prints a summary, never its keys, and closes under using', () => {
+    const clock = new ManualClock(0);
+    let buffer: SharedArrayBuffer;
+    {
+      using limiter = make({ clock });
+      limiter.tryAcquire('secret-key');
+      buffer = limiter.buffer;
+      expect(JSON.stringify(limiter)).toBe('{"algorithm":"token-bucket","limit":4,"windowMs":1000,"size":1,"maxKeys":100}');
+    }
+    expect(SharedKeyedRateLimiter.attach(buffer, { clock }).tryAcquire('secret-key').remaining).toBe(2);
   });
 
   it('acquire with a signal: abort rejects with its reason and spends nothing', async () => {
