@@ -1,5 +1,6 @@
 import { describe, integerIn } from '../core/validate';
 import { rangeError, typeError } from '../core/errors';
+import { Rule } from '../core/rule';
 
 // The buffer of a SharedKeyedRateLimiter, read through one BigUint64Array:
 //
@@ -34,8 +35,6 @@ export const H = {
   size: 10,
 } as const;
 
-/** Windows are whole milliseconds up to 2^42 (PLAN decision 1, `Rule.MAX_WINDOW_MS`). */
-export const MAX_WINDOW_MS = 2 ** 42;
 /**
  * The least uptime every accepted rule is exact for: ten years (of 365.25 days) from the creation of
  * the buffer. A rule whose word layout cannot count that far is refused at construction.
@@ -103,7 +102,7 @@ function gcdOf(a: number, b: number): number {
  * exact for; throws a `RangeError` that says what fits otherwise.
  */
 export function checkRuleFits(algorithm: SharedAlgorithm, limit: number, windowMs: number): number {
-  integerIn('rule.windowMs', windowMs, 1, MAX_WINDOW_MS);
+  integerIn('rule.windowMs', windowMs, 1, Rule.MAX_WINDOW_MS);
   const refuse = (why: string) => rangeError(`ratekeeper: Rule(${limit}, ${windowMs}) does not fit a shared ${algorithm}: ${why}`);
   if (algorithm === 'sliding-window-log' && limit > MAX_LOG_LIMIT) {
     throw refuse(`a shared log keeps at most ${MAX_LOG_LIMIT} timestamps per key (use sliding-window-counter or token-bucket)`);
