@@ -76,7 +76,7 @@ describe('SharedKeyedRateLimiter', () => {
       'ratekeeper: Rule(5000, 60000) does not fit a shared sliding-window-log: a shared log keeps at most 4095 timestamps per key (use sliding-window-counter or token-bucket)',
     ]);
     expect((codeOf(() => make({ algorithm: 'token-bucket', rule: new Rule(2 ** 53 - 1, 1) })) as unknown[]).slice(0, 2)).toEqual(['RangeError', 'ERR_RATEKEEPER_OUT_OF_RANGE']);
-    expect(codeOf(() => make({ rule: new Rule(10, 1.5) }))).toEqual(['RangeError', 'ERR_RATEKEEPER_OUT_OF_RANGE', 'ratekeeper: `rule.windowMs` must be an integer from 1 to 4398046511104, got 1.5']);
+    expect(codeOf(() => make({ rule: { limit: 10, windowMs: 1.5 } as Rule }))).toEqual(['RangeError', 'ERR_RATEKEEPER_OUT_OF_RANGE', 'ratekeeper: `rule.windowMs` must be an integer from 1 to 4398046511104, got 1.5']);
     // Realistic large rules fit.
     expect(make({ algorithm: 'token-bucket', rule: new Rule(1e9, 1000) }).tryAcquire('k', 1e9).allowed).toBe(true);
     expect(make({ algorithm: 'token-bucket', rule: new Rule(1e9, 86_400_000) }).tryAcquire('k').remaining).toBe(1e9 - 1);
