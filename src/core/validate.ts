@@ -43,3 +43,16 @@ export function checkPermits(permits: number, limit: number): void {
 export function checkTime(nowMs: number): void {
   if (!Number.isFinite(nowMs)) finiteNumber('nowMs', nowMs);
 }
+
+/**
+ * The check on a reading of a limiter's clock: finite, and within ±(2^53 − 1) ms, past which no
+ * decision is exact (a nanosecond clock passed as milliseconds). Algorithms called directly only
+ * need `checkTime`: they add waits to readings when they search for a retry time.
+ */
+export function checkReading(nowMs: number): void {
+  if (!(Number.isFinite(nowMs) && Math.abs(nowMs) <= Number.MAX_SAFE_INTEGER)) {
+    finiteNumber('nowMs', nowMs);
+    throw rangeError(`ratekeeper: \`nowMs\` must be a reading in milliseconds from -(2^53 - 1) to 2^53 - 1, got ${nowMs}`);
+  }
+}
+

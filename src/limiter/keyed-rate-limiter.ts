@@ -3,7 +3,7 @@ import { type Clock, systemClock } from '../core/clock';
 import { type Decision, type Rejected, reject } from '../core/decision';
 import { typeError } from '../core/errors';
 import { Closable } from '../core/symbols';
-import { describe, finiteNumber, integerIn } from '../core/validate';
+import { checkReading, describe, finiteNumber, integerIn } from '../core/validate';
 import type { AcquireOptions } from './acquire-options';
 import { checkFactory, KeyTable, tableFull } from './key-table';
 import { type Scheduler, schedulerFor } from './scheduler';
@@ -193,9 +193,9 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * reading would otherwise start fresh and be granted what it had already spent.
    */
   #read(reading: number): number {
-    // A reading that is no number (a string compares as one) or not finite must never become the
-    // latest reading, which every later call would then be held to, nor pass as an earlier one.
-    if (!Number.isFinite(reading)) finiteNumber('nowMs', reading);
+    // A reading that is no number (a string compares as one), not finite or past 2^53 must never
+    // become the latest reading, which every later call would then be held to, nor pass as an earlier one.
+    checkReading(reading);
     if (reading < this.#latest) return this.#latest;
     this.#latest = reading;
     return reading;
