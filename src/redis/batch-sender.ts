@@ -1,7 +1,7 @@
 import type { Decision } from '../core/decision';
 import { type RedisScriptClient, runScript } from './client';
 import type { RefusalCache } from './refusal-cache';
-import { checkReply, toDecision } from './reply';
+import { readReply } from './reply';
 import type { ScriptPlan } from './scripts';
 import type { Timeouts } from './timeout';
 
@@ -70,31 +70,29 @@ export class BatchSender {
   };
 
   #settle(calls: Call[], reply: unknown): void {
-    let numbers: number[];
+    const { limit, refusals, fallback } = this.#options;
+    let results: (Decision | Error)[];
     try {
-      numbers = checkReply(reply, calls.length);
+      results = readReply(reply, calls.length, limit);
     } catch (error) {
       this.#fail(calls, error);
       return;
     }
-    const { limit, refusals } = this.#options;
     for (let i = 0; i < calls.length; i++) {
       const call = calls[i]!;
-      const decision = toDecision(numbers, i, limit);
-      if (!decision.allowed) refusals?.remember(call.key, call.permits, call.now, decision);
-      call.resolve(decision);
+      const result = results[i]!;
+      if (result instanceof Error) {
+        // This key's decision failed inside the script (say, the key holds a list); the other
+        // decisions of the batch stand.
+        call.resolve(fallback(result, call));
+        continue;
+      }
+      if (!result.allowed) refusals?.remember(call.key, call.permits, call.now, result);
+      call.resolve(result);
     }
   }
 
   #fail(calls: Call[], error: unknown): void {
-    for (const call of calls) {
-      try {
-        call.resolve(this.#options.fallback(error, call));
-      } catch (fallbackError) {
-        // A fallback limiter that throws (say, for more permits than its own limit) fails this
-        // call alone, as it would have without a batch.
-        call.reject(fallbackError);
-      }
-    }
+    for (const call of calls) call.resolve(this.#options.fallback(error, call));
   }
 }

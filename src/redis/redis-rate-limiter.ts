@@ -81,13 +81,13 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     this.#algorithm = algorithm;
     const scriptClient = toScriptClient(client);
     const plan = plans[algorithm];
-    const policy = outagePolicy(onStoreError, this.rule);
     if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
     this.#prefix = prefix;
     this.#keyPrefix = `${prefix}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
     checkStoreOptions(clock, timeoutMs, onError);
     this.#clock = clock;
     this.#timeoutMs = timeoutMs;
+    const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
     this.#refusals = refusalCacheFor(refusalCache);
     if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
     this.#send = new BatchSender({

@@ -18,8 +18,8 @@ export class RedisTimeoutError extends Error {
   /** The bound that was exceeded. */
   readonly timeoutMs: number;
 
-  constructor(timeoutMs: number) {
-    super(`ratekeeper: Redis did not answer within ${timeoutMs} ms`);
+  constructor(timeoutMs: number, what = 'Redis') {
+    super(`ratekeeper: ${what} did not answer within ${timeoutMs} ms`);
     this.timeoutMs = timeoutMs;
   }
 }
