@@ -71,6 +71,7 @@ export type RedisClientLike = IoredisClient | NodeRedisClient | GlideClientLike 
 
 interface AnyShape {
   defineCommand?: unknown;
+  options?: { keyPrefix?: unknown };
   evalSha?: unknown;
   evalsha?: unknown;
   eval?: unknown;
@@ -177,6 +178,21 @@ export function isClusterClient(client: unknown): boolean {
 export function isClientClosed(client: unknown): boolean {
   const c = shape(client);
   return c.status === 'end' || c.isOpen === false;
+}
+
+/**
+ * The prefix an ioredis client (or cluster) adds to every key it sends (its `keyPrefix` option),
+ * or '' for other clients. A cluster places a key by the key the server sees, prefix included.
+ * @throws TypeError for a prefix that is not a string (a Buffer), whose slot could not be computed.
+ */
+export function clientKeyPrefix(client: unknown): string {
+  const c = shape(client);
+  if (typeof c.defineCommand !== 'function') return '';
+  const keyPrefix = c.options?.keyPrefix ?? '';
+  if (typeof keyPrefix !== 'string') {
+    throw typeError(`ratekeeper: the client's \`keyPrefix\` must be a string to compute hash slots, got ${describe(keyPrefix)}; use RedisRateLimiter's \`prefix\` instead`);
+  }
+  return keyPrefix;
 }
 
 function shape(client: unknown): AnyShape {

@@ -10,7 +10,7 @@ import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
 import { schedulerFor, systemScheduler } from '../limiter/scheduler';
 import { WaitQueue } from '../limiter/wait-queue';
 import { BatchSender, type Call } from './batch-sender';
-import { isClientClosed, isClusterClient, toScriptClient } from './client';
+import { clientKeyPrefix, isClientClosed, isClusterClient, toScriptClient } from './client';
 import { Coalescer } from './coalescer';
 import type { RedisRateLimiterOptions } from './options';
 import type { RedisAlgorithm } from './scripts';
@@ -64,8 +64,11 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
   /** Sends calls as one script call: the coalescer's batches, or each call alone when batching is off. */
   readonly #send: (calls: Call[]) => void;
   readonly #coalescer: Coalescer<Call> | undefined;
-  /** On a cluster a batch holds keys of one hash slot. */
-  readonly #bySlot: boolean;
+  /**
+   * On a cluster a batch holds keys of one hash slot, computed on the key the server sees: this
+   * prefix (ioredis's `keyPrefix`) and the limiter's own key; undefined elsewhere.
+   */
+  readonly #slotPrefix: string | undefined;
 
   /** @throws TypeError or RangeError naming the option, before anything is sent to Redis. */
   constructor(options: RedisRateLimiterOptions) {
@@ -104,7 +107,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
       },
     }).send;
     this.#coalescer = batch ? new Coalescer(this.#send, MAX_BATCH) : undefined;
-    this.#bySlot = isClusterClient(client);
+    this.#slotPrefix = isClusterClient(client) ? clientKeyPrefix(client) : undefined;
     // A wait ends when the store can no longer answer: with a client closed for good, a degraded
     // refusal would be tried again for ever, its timer keeping the process alive.
     const attempt = (key: string, permits: number) =>
@@ -136,7 +139,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     return new Promise((resolve, reject) => {
       const call: Call = { key, redisKey: this.#keyPrefix + key, permits, now, resolve, reject };
       if (this.#coalescer === undefined) this.#send([call]);
-      else this.#coalescer.add(call, this.#bySlot ? hashSlot(call.redisKey) : 0);
+      else this.#coalescer.add(call, this.#slotPrefix === undefined ? 0 : hashSlot(this.#slotPrefix + call.redisKey));
     });
   }
 
