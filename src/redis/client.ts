@@ -133,9 +133,9 @@ const NO_SCRIPT = /NOSCRIPT|NoScriptError/;
 
 /**
  * Runs `script` on `keys` with EVALSHA and hands the reply or the error to the callbacks. A server
- * that lost its script cache (restart, SCRIPT FLUSH, failover) answers NOSCRIPT: then the source
- * goes with EVAL, which caches it again. Callbacks, not a chain of promises, keep a call to the one
- * promise the client makes.
+ * that lost its script cache (restart, SCRIPT FLUSH, failover) answers NOSCRIPT: then `reloading`
+ * is told, and the source goes with EVAL, which caches it again. Callbacks, not a chain of
+ * promises, keep a call to the one promise the client makes.
  */
 export function runScript(
   client: RedisScriptClient,
@@ -144,10 +144,12 @@ export function runScript(
   args: string[],
   done: (reply: unknown) => void,
   failed: (error: unknown) => void,
+  reloading: () => void,
 ): void {
   send(() => client.evalsha(script.sha1, keys, args), done, (error) => {
-    if (NO_SCRIPT.test(String((error as Error | undefined)?.message))) send(() => client.eval(script.source, keys, args), done, failed);
-    else failed(error);
+    if (!NO_SCRIPT.test(String((error as Error | undefined)?.message))) return failed(error);
+    reloading();
+    send(() => client.eval(script.source, keys, args), done, failed);
   });
 }
 

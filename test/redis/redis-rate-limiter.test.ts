@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type Decision, ManualClock, Rule } from '../../src/index';
 import { type RedisClientLike, RedisRateLimiter, type RedisRateLimiterOptions } from '../../src/redis';
+import { toScriptClient as toScriptClientForTest } from '../../src/redis/client';
 import { plans } from '../../src/redis/scripts';
 import { algorithmNames } from './helpers/algorithms';
 import { ioredisClient, type NodeRedis, nodeRedisClient, redisPort, uniquePrefix } from './helpers/clients';
@@ -231,6 +232,44 @@ describe.skipIf(!redisPort)('RedisRateLimiter', () => {
     await redis.script('FLUSH');
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 0 });
     expect((await limiter.tryAcquire('k')).degraded).toBeUndefined();
+  });
+
+  test.each([
+    ['ioredis', () => redis],
+    ['node-redis', () => nodeRedis],
+  ])('%s: calls on one key keep their order through a NOSCRIPT reload, even when a later call finds the script loaded', async (_name, real) => {
+    // The documented adapter over a real client, with a caller arriving at the moment a reload
+    // goes out: by then the script is on its way into the cache, so that caller's EVALSHA would
+    // succeed before the earlier caller's resent EVAL.
+    const inner = toScriptClientForTest(real());
+    let arriving: (() => void) | undefined;
+    const client = {
+      evalsha: inner.evalsha,
+      eval: (script: string, keys: string[], args: string[]) => {
+        const reply = inner.eval(script, keys, args);
+        const caller = arriving;
+        arriving = undefined;
+        caller?.();
+        return reply;
+      },
+    };
+    for (const batch of [false, true]) {
+      const limiter = new RedisRateLimiter({ client, algorithm: 'fixed-window', rule: new Rule(1, 1e12), onStoreError: 'deny', prefix: uniquePrefix('reload-order'), batch });
+      await redis.script('FLUSH');
+      const order: string[] = [];
+      let second: Promise<Decision> | undefined;
+      arriving = () => {
+        second = limiter.tryAcquire('k').then((d) => (order.push('second'), d));
+      };
+      const other = limiter.tryAcquire('other');
+      // Sent apart from 'other' (a batch of its own when batching), before any NOSCRIPT is back.
+      await Promise.resolve();
+      const first = limiter.tryAcquire('k').then((d) => (order.push('first'), d));
+      await other;
+      expect(await first).toStrictEqual({ allowed: true, limit: 1, remaining: 0, retryAfterMs: 0, resetAfterMs: expect.any(Number) });
+      expect(await second!).toStrictEqual({ allowed: false, limit: 1, remaining: 0, retryAfterMs: expect.any(Number), resetAfterMs: expect.any(Number) });
+      expect(order).toEqual(['first', 'second']);
+    }
   });
 
   test('one round trip per decision once the script is cached: EVALSHA only', async () => {
