@@ -4,7 +4,7 @@ import { ClosedError } from '../core/errors';
 import { rangeError, typeError } from '../core/errors';
 import type { Rule } from '../core/rule';
 import { Closable } from '../core/symbols';
-import { checkPermits, describe, integerIn } from '../core/validate';
+import { checkPermits, checkString, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
 import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
 import { schedulerFor, systemScheduler } from '../limiter/scheduler';
@@ -84,7 +84,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     this.#algorithm = algorithm;
     const scriptClient = toScriptClient(client);
     const plan = plans[algorithm];
-    if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
+    checkString('prefix', prefix);
     this.#prefix = prefix;
     this.#keyPrefix = `${prefix}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
     checkStoreOptions(clock, timeoutMs, onError);
@@ -125,8 +125,8 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
    * @throws TypeError when `key` is not a string; RangeError when `permits` is not an integer from 1 to the limit (as a rejected promise).
    */
   tryAcquire(key: string, permits = 1): Promise<Decision> {
-    if (typeof key !== 'string') return Promise.reject(typeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`));
     try {
+      checkString('key', key);
       checkPermits(permits, this.rule.limit);
     } catch (error) {
       return Promise.reject(error);
