@@ -17,6 +17,7 @@ import type { RedisAlgorithm } from './scripts';
 import { outagePolicy } from './outage-policy';
 import { RefusalCache } from './refusal-cache';
 import { plans } from './scripts';
+import { claimNamespace } from './namespaces';
 import { hashSlot } from './slot';
 import { checkStoreOptions, report, toRule } from './store-options';
 import { Timeouts } from './timeout';
@@ -56,6 +57,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
   readonly rule: Rule;
   readonly #algorithm: RedisAlgorithm;
   readonly #prefix: string;
+  readonly #name: string | undefined;
   readonly #timeoutMs: number;
   readonly #keyPrefix: string;
   readonly #clock: Clock | undefined;
@@ -76,7 +78,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     if (options === null || typeof options !== 'object') {
       throw typeError(`ratekeeper: RedisRateLimiter options must be an object, got ${describe(options)}`);
     }
-    const { client, algorithm, rule, onStoreError, prefix = 'ratekeeper:', clock, timeoutMs = 500, onError, refusalCache = false, batch = true } = options;
+    const { client, algorithm, rule, onStoreError, prefix = 'ratekeeper:', name, clock, timeoutMs = 500, onError, refusalCache = false, batch = true } = options;
     if (typeof algorithm !== 'string' || !Object.hasOwn(plans, algorithm)) {
       throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(plans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
@@ -86,7 +88,13 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     const plan = plans[algorithm];
     checkString('prefix', prefix);
     this.#prefix = prefix;
-    this.#keyPrefix = `${prefix}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
+    this.#name = name;
+    if (name !== undefined) {
+      checkString('name', name);
+      if (name === '') throw typeError('ratekeeper: `name` must be a non-empty string, got ""');
+    }
+    this.#keyPrefix = `${prefix}${name === undefined ? '' : `${name}:`}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
+    claimNamespace(client, this.#keyPrefix, name !== undefined, (message) => console.warn(message));
     checkStoreOptions(clock, timeoutMs, onError);
     this.#clock = clock;
     this.#timeoutMs = timeoutMs;
@@ -187,9 +195,12 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     this.#waiting.close();
   }
 
-  /** A summary for logs and `JSON.stringify`: the algorithm, rule, key prefix and timeout; never the client. */
-  override toJSON(): { algorithm: RedisAlgorithm; rule: Rule; prefix: string; timeoutMs: number } {
-    return { algorithm: this.#algorithm, rule: this.rule, prefix: this.#prefix, timeoutMs: this.#timeoutMs };
+  /** A summary for logs and `JSON.stringify`: the algorithm, rule, key prefix, name (when given) and timeout; never the client. */
+  override toJSON(): { algorithm: RedisAlgorithm; rule: Rule; prefix: string; name?: string; timeoutMs: number } {
+    const { rule } = this;
+    return this.#name === undefined
+      ? { algorithm: this.#algorithm, rule, prefix: this.#prefix, timeoutMs: this.#timeoutMs }
+      : { algorithm: this.#algorithm, rule, prefix: this.#prefix, name: this.#name, timeoutMs: this.#timeoutMs };
   }
 }
 

@@ -1,5 +1,5 @@
 // Which keys are one: a key that UTF-8 cannot carry is refused alike in memory and over Redis.
-import { describe, expect, test } from 'vitest';
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { KeyedRateLimiter, Rule, TokenBucket } from '../../src/index';
 import { RedisRateLimiter } from '../../src/redis';
 import { redisPort, uniquePrefix, useBothClients } from './helpers/clients';
@@ -38,5 +38,60 @@ describe.skipIf(!redisPort)('over Redis, alike', () => {
     expect(() => new RedisRateLimiter({ client: clients.ioredis, algorithm: 'fixed-window', rule: Rule.perSecond(1), onStoreError: 'deny', prefix: 'app\uD800:' })).toThrow(
       invalid('ratekeeper: `prefix` must be well-formed UTF-16 (no lone surrogate), got "app\\ud800:"'),
     );
+  });
+});
+
+describe.skipIf(!redisPort)("a limiter's identity: `name`", () => {
+  const clients = useBothClients();
+  const warnings: string[] = [];
+  beforeEach(() => {
+    warnings.length = 0;
+    vi.spyOn(console, 'warn').mockImplementation((message: string) => void warnings.push(message));
+  });
+  afterEach(() => vi.restoreAllMocks());
+
+  test('two limits with the same prefix, algorithm and rule keep their own counts when named; the same name shares on purpose', async () => {
+    const prefix = uniquePrefix('names');
+    const make = (name: string) => new RedisRateLimiter({ client: clients.ioredis, algorithm: 'sliding-window-log', rule: Rule.perMinute(5), onStoreError: 'deny', prefix, name });
+    const login = make('login');
+    const search = make('search');
+    expect(await login.tryAcquire('alice', 5)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(await search.tryAcquire('alice')).toMatchObject({ allowed: true, remaining: 4 });
+    // Another server's limiter for logins: the same name, the same counts.
+    const loginElsewhere = make('login');
+    expect(await loginElsewhere.tryAcquire('alice')).toMatchObject({ allowed: false, remaining: 0 });
+    expect(await clients.ioredis.keys(`${prefix}*`)).toEqual(expect.arrayContaining([`${prefix}login:sliding-window-log:5/60000:alice`, `${prefix}search:sliding-window-log:5/60000:alice`]));
+    expect(warnings).toEqual([]);
+  });
+
+  for (const clientName of ['ioredis', 'node-redis'] as const) {
+    test(`${clientName}: two unnamed limiters that would share every count are reported once, naming the namespace`, () => {
+      const prefix = uniquePrefix('unnamed');
+      const make = () => new RedisRateLimiter({ client: clients[clientName], algorithm: 'token-bucket', rule: Rule.perMinute(5), onStoreError: 'deny', prefix });
+      make();
+      expect(warnings).toEqual([]);
+      make();
+      make();
+      expect(warnings).toEqual([
+        `ratekeeper: two RedisRateLimiters on one client count under "${prefix}token-bucket:5/60000:" (the same prefix, algorithm and rule), so they share every key's count. If they limit different things, give each its own \`name\`; to share on purpose, give both the same \`name\`.`,
+      ]);
+    });
+  }
+
+  test("nested namespaces, whose keys can reach each other's, are reported", async () => {
+    const prefix = uniquePrefix('nested');
+    const outer = new RedisRateLimiter({ client: clients.ioredis, algorithm: 'fixed-window', rule: Rule.perMinute(1), onStoreError: 'deny', prefix });
+    new RedisRateLimiter({ client: clients.ioredis, algorithm: 'fixed-window', rule: Rule.perMinute(1), onStoreError: 'deny', prefix: `${prefix}fixed-window:1/60000:admin:` });
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain("so a key chosen to match can spend the other's counts");
+    // What the report is about: a key of the outer limiter that is a key of the inner one.
+    expect((await outer.tryAcquire('admin:fixed-window:1/60000:root')).allowed).toBe(true);
+  });
+
+  test('a name must be a non-empty, well-formed string', () => {
+    const make = (name: unknown) => () => new RedisRateLimiter({ client: clients.ioredis, algorithm: 'fixed-window', rule: Rule.perSecond(1), onStoreError: 'deny', name: name as string });
+    expect(make('')).toThrow(invalid('ratekeeper: `name` must be a non-empty string, got ""'));
+    expect(make(7)).toThrow(invalid('ratekeeper: `name` must be a string, got 7'));
+    expect(make('x\uDFFF')).toThrow(invalid('ratekeeper: `name` must be well-formed UTF-16 (no lone surrogate), got "x\\udfff"'));
   });
 });
