@@ -8,7 +8,8 @@ import type { PeekableAlgorithm } from './algorithm';
  * A sliding window log: at most `limit` permits in any half-open interval `(t - windowMs, t]`.
  * Each grant is logged with its time and leaves the log at exactly `time + windowMs`.
  * The only algorithm with no boundary effect and no approximation, at the cost of two numbers
- * (16 bytes) per grant in the window, whatever the grant's size.
+ * (16 bytes) per grant in the window, whatever the grant's size; grants at one clock reading share
+ * one entry, since they leave together.
  *
  * The log is a ring of grants in time order that grows by doubling up to `limit` entries, so
  * expiring old entries never shifts an array. Each entry holds its time and the permits logged
@@ -26,9 +27,9 @@ import type { PeekableAlgorithm } from './algorithm';
  */
 export class SlidingWindowLog extends Printable implements PeekableAlgorithm {
   private readonly rule: Rule;
-  private times: number[] = [];
-  /** The running total of permits through each grant, in the same slots as `times`. */
-  private totals: number[] = [];
+  /** Pairs, time then the running total of permits through that grant: one array, so a key with few grants stays small. */
+  private ring: number[] = [];
+  /** Index of the oldest grant, counted in pairs. */
   private head = 0;
   private size = 0;
   /** The running total before the oldest grant still logged. */
@@ -82,14 +83,19 @@ export class SlidingWindowLog extends Printable implements PeekableAlgorithm {
     return allow(limit, limit - live - permits, Math.ceil(windowMs));
   }
 
+  /** Where the i-th oldest grant's pair starts in the ring. */
+  private slot(i: number): number {
+    return 2 * ((this.head + i) % (this.ring.length / 2));
+  }
+
   /** The time of the i-th oldest grant. */
   private timeAt(i: number): number {
-    return this.times[(this.head + i) % this.times.length] as number;
+    return this.ring[this.slot(i)] as number;
   }
 
   /** The running total through the i-th oldest grant. */
   private totalAt(i: number): number {
-    return this.totals[(this.head + i) % this.totals.length] as number;
+    return this.ring[this.slot(i) + 1] as number;
   }
 
   /** How many grants were logged at times `<= cutoff`: a binary search, since the log is in time order. */
@@ -117,7 +123,7 @@ export class SlidingWindowLog extends Printable implements PeekableAlgorithm {
   }
 
   private drop(count: number, base: number): void {
-    this.head = this.size === count ? 0 : (this.head + count) % this.times.length;
+    this.head = this.size === count ? 0 : (this.head + count) % (this.ring.length / 2);
     this.size -= count;
     this.dropped = base;
   }
@@ -128,28 +134,31 @@ export class SlidingWindowLog extends Printable implements PeekableAlgorithm {
     // Totals stay below 2^53, so every sum and difference is exact: the live permits are at most
     // the limit, so counting from the oldest live grant again always makes room.
     if (last > Number.MAX_SAFE_INTEGER - permits) {
-      for (let i = 0; i < this.size; i++) this.totals[(this.head + i) % this.totals.length] = this.totalAt(i) - this.dropped;
+      for (let i = 0; i < this.size; i++) this.ring[this.slot(i) + 1] = this.totalAt(i) - this.dropped;
       last -= this.dropped;
       this.dropped = 0;
     }
-    if (this.size === this.times.length) this.grow();
-    const slot = (this.head + this.size) % this.times.length;
-    this.times[slot] = time;
-    this.totals[slot] = last + permits;
+    // Grants at one reading leave together: the newest entry takes them when it has that time.
+    if (this.size > 0 && this.timeAt(this.size - 1) === time) {
+      this.ring[this.slot(this.size - 1) + 1] = last + permits;
+      return;
+    }
+    if (2 * this.size === this.ring.length) this.grow();
+    const slot = this.slot(this.size);
+    this.ring[slot] = time;
+    this.ring[slot + 1] = last + permits;
     this.size++;
   }
 
   /** Doubles the ring (at most to the limit: every grant holds at least one permit), copying the log into time order. */
   private grow(): void {
-    const capacity = Math.min(this.rule.limit, Math.max(2 * this.times.length, 4));
-    const times = new Array<number>(capacity).fill(0);
-    const totals = new Array<number>(capacity).fill(0);
+    const capacity = Math.min(this.rule.limit, Math.max(this.ring.length, 1));
+    const ring = new Array<number>(2 * capacity).fill(0);
     for (let i = 0; i < this.size; i++) {
-      times[i] = this.timeAt(i);
-      totals[i] = this.totalAt(i);
+      ring[2 * i] = this.timeAt(i);
+      ring[2 * i + 1] = this.totalAt(i);
     }
-    this.times = times;
-    this.totals = totals;
+    this.ring = ring;
     this.head = 0;
   }
 }

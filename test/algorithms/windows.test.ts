@@ -93,6 +93,20 @@ describe('SlidingWindowLog stores grants, not permits', () => {
     expect(logs[0]!.tryAcquire(59_999)).toMatchObject({ allowed: false, retryAfterMs: 1 });
   });
 
+  it('lets grants at one reading share an entry, and still leave exactly', () => {
+    const log = new SlidingWindowLog(new Rule(10, 1000));
+    expectTimeline(log, [
+      { at: 0, permits: 3, allowed: true, remaining: 7 },
+      { at: 500, permits: 2, allowed: true, remaining: 5 },
+      { at: 500, permits: 4, allowed: true, remaining: 1 },
+      { at: 500, permits: 2, allowed: false, retryAfterMs: 500 },
+      { at: 1000, permits: 4, allowed: true, remaining: 0 },
+      { at: 1000, permits: 6, allowed: false, remaining: 0, retryAfterMs: 500, resetAfterMs: 1000 },
+      { at: 1000, permits: 7, allowed: false, remaining: 0, retryAfterMs: 1000 },
+      { at: 1500, permits: 6, allowed: true, remaining: 0 },
+    ]);
+  });
+
   it('stays exact when its running totals pass 2^53: they are counted again from the oldest live grant', () => {
     const half = 2 ** 52 - 1; // two of these fit a limit of 2^53 - 1, with 1 to spare
     const log = new SlidingWindowLog(new Rule(Number.MAX_SAFE_INTEGER, 1000));

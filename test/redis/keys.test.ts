@@ -1,5 +1,6 @@
 // Which keys are one: a key that UTF-8 cannot carry is refused alike in memory and over Redis.
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
+import type { Redis } from 'ioredis';
 import { KeyedRateLimiter, Rule, TokenBucket } from '../../src/index';
 import { RedisRateLimiter } from '../../src/redis';
 import { redisPort, uniquePrefix, useBothClients } from './helpers/clients';
@@ -60,7 +61,7 @@ describe.skipIf(!redisPort)("a limiter's identity: `name`", () => {
     // Another server's limiter for logins: the same name, the same counts.
     const loginElsewhere = make('login');
     expect(await loginElsewhere.tryAcquire('alice')).toMatchObject({ allowed: false, remaining: 0 });
-    expect(await clients.ioredis.keys(`${prefix}*`)).toEqual(expect.arrayContaining([`${prefix}login:sliding-window-log:5/60000:alice`, `${prefix}search:sliding-window-log:5/60000:alice`]));
+    expect(await (clients.ioredis as Redis).keys(`${prefix}*`)).toEqual(expect.arrayContaining([`${prefix}login:sliding-window-log:5/60000:alice`, `${prefix}search:sliding-window-log:5/60000:alice`]));
     expect(warnings).toEqual([]);
   });
 

@@ -195,16 +195,24 @@ describe.skipIf(!redisPort)('RedisRateLimiter', () => {
       expect(await redis.zcard(`${prefix}sliding-window-log:3/10000:k`)).toBe(1);
     });
 
-    test('the log keeps one member per grant, whatever its size: a million permits cost one member', async () => {
+    test('the log keeps one member per grant, whatever its size (a million permits cost one), and grants of one time share it', async () => {
       const prefix = uniquePrefix('large');
-      const limiter = new RedisRateLimiter({ client: redis, algorithm: 'sliding-window-log', rule: Rule.perMinute(2_000_000), onStoreError: 'deny', prefix, timeoutMs: 5_000 });
-      expect(await limiter.tryAcquire('k', 1_999_999)).toMatchObject({ allowed: true, remaining: 1 });
-      expect(await limiter.tryAcquire('k', 2)).toMatchObject({ allowed: false, remaining: 1 });
-      expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 0 });
+      const clock = new ManualClock(1_700_000_000_000);
+      const limiter = new RedisRateLimiter({ client: redis, algorithm: 'sliding-window-log', rule: Rule.perMinute(2_000_000), onStoreError: 'deny', prefix, clock, timeoutMs: 5_000 });
       const key = `${prefix}sliding-window-log:2000000/60000:k`;
+      expect(await limiter.tryAcquire('k', 1_999_990)).toMatchObject({ allowed: true, remaining: 10 });
+      clock.advance(1);
+      expect(await limiter.tryAcquire('k', 11)).toMatchObject({ allowed: false, remaining: 10 });
+      expect(await limiter.tryAcquire('k', 3)).toMatchObject({ allowed: true, remaining: 7 });
       expect(await redis.zcard(key)).toBe(2);
       // Per permit, this was ~250 MB; per grant it is a few dozen bytes.
       expect(await redis.memory('USAGE', key)).toBeLessThan(1_000);
+      expect(await Promise.all([1, 2, 3].map((permits) => limiter.tryAcquire('k', permits)))).toMatchObject([{ remaining: 6 }, { remaining: 4 }, { remaining: 1 }]);
+      expect(await redis.zcard(key)).toBe(2);
+      clock.advance(59_999);
+      // The first grant has left; the second, with its six later permits, leaves at once in 1 ms.
+      expect(await limiter.tryAcquire('k', 3)).toMatchObject({ allowed: true, remaining: 1_999_988 });
+      expect(await limiter.tryAcquire('k', 1_999_989)).toMatchObject({ allowed: false, remaining: 1_999_988, retryAfterMs: 1 });
     });
   });
 

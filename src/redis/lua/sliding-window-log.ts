@@ -1,7 +1,7 @@
 /**
  * The sliding window log of src/algorithms/sliding-window-log.ts, as a `decide` for
  * {@link batchScript}. A key is a sorted set with one member per grant, whatever its size, scored
- * by its time. A member is the running total of permits through that grant, padded to 16 digits
+ * by its time (grants at one time share a member: they leave together). A member is the running total of permits through that grant, padded to 16 digits
  * (so that grants of one time sort in the order granted), then ':' and the grant's permits: the
  * permits of any stretch of the log are one subtraction, and a script's work and the set's size are
  * bounded by grants, never by permits. Expired grants are trimmed whenever a request is granted,
@@ -27,15 +27,23 @@ local function total_at(key, rank)
 end
 
 local function decide(key, now, permits)
-  local newest, total = -math.huge, 0
+  local newest, total, newest_size = -math.huge, 0, 0
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[1] then total, newest = grant(last[1]), tonumber(last[2]) end
+  if last[1] then
+    total, newest_size = grant(last[1])
+    newest = tonumber(last[2])
+  end
   -- A reading earlier than the newest hit counts as no time passing, which keeps the log in order.
   if now < newest then now = newest end
   local cutoff = exact(now - window_ms)
-  -- The running total before the oldest live grant: every permit after it is live.
-  local base = total
-  local oldest = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'LIMIT', 0, 1)
+  -- The running total before the oldest live grant: every permit after it is live. Usually the
+  -- oldest grant of all is still live, and one look at it tells.
+  local base, expired = total, false
+  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if oldest[1] and tonumber(oldest[2]) <= now - window_ms then
+    expired = true
+    oldest = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'LIMIT', 0, 1)
+  end
   if oldest[1] then
     local through, size = grant(oldest[1])
     base = through - size
@@ -61,7 +69,7 @@ local function decide(key, now, permits)
     if total > 0 then redis.call('DEL', key) end
     total = 0
   else
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+    if expired then redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff) end
     -- Totals stay below 2^53 so that every sum and difference is exact: counted again from the
     -- oldest live grant, they are at most the limit.
     if total > 9007199254740991 - permits then
@@ -74,7 +82,13 @@ local function decide(key, now, permits)
       total = total - base
     end
   end
-  redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + permits, permits))
+  if live > 0 and newest == now then
+    -- Grants at one time leave together: the newest member, of this very time, takes these permits.
+    redis.call('ZREM', key, string.format('%016d:%d', total, newest_size))
+    redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + permits, newest_size + permits))
+  else
+    redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + permits, permits))
+  end
   -- The newest hit, now, leaves at now + windowMs: from then on the key is as new.
   local reset = math.ceil(window_ms)
   redis.call('PEXPIRE', key, ms(reset))
