@@ -14,7 +14,7 @@ import type { PeekableAlgorithm } from './algorithm';
  * The log is a ring of grants in time order that grows by doubling up to `limit` entries, so
  * expiring old entries never shifts an array. Each entry holds its time and the permits logged
  * up to and including it (a running total), so the permits in any stretch of the log are one
- * subtraction, and the grant a refused request waits for is a binary search.
+ * subtraction, and the grant a refused request waits for is a binary search, as expiry is.
  *
  * @example
  * ```ts
@@ -49,7 +49,7 @@ export class SlidingWindowLog extends Printable implements PeekableAlgorithm {
   }
 
   isIdle(nowMs: number): boolean {
-    return this.size === 0 || this.timeAt(this.size - 1) + this.rule.windowMs <= nowMs;
+    return this.size === 0 || this.at(this.size - 1, 0) + this.rule.windowMs <= nowMs;
   }
 
   /** A summary for logs and `JSON.stringify`: the algorithm and its rule (never the key's state). */
@@ -62,22 +62,24 @@ export class SlidingWindowLog extends Printable implements PeekableAlgorithm {
     const { limit, windowMs } = this.rule;
     checkTime(nowMs);
     checkPermits(permits, limit);
-    const newest = this.size > 0 ? this.timeAt(this.size - 1) : -Infinity;
+    const newest = this.size > 0 ? this.at(this.size - 1, 0) : -Infinity;
     // A reading earlier than the newest hit counts as no time passing, which keeps the log in order.
     const now = nowMs > newest ? nowMs : newest;
-    const expired = this.countUpTo(now - windowMs);
-    const base = expired > 0 ? this.totalAt(expired - 1) : this.dropped;
-    const live = this.size > 0 ? this.totalAt(this.size - 1) - base : 0;
+    const expired = this.firstAbove(0, now - windowMs, 0);
+    const base = expired > 0 ? this.at(expired - 1, 1) : this.dropped;
+    const live = this.size > 0 ? this.at(this.size - 1, 1) - base : 0;
     if (live + permits > limit) {
       // The request fits once the grant holding the (live + permits - limit)-th live permit has left.
-      const leaving = this.timeAt(this.firstReaching(base + live - limit + permits, expired));
+      const leaving = this.at(this.firstAbove(1, base + live - limit + permits - 1, expired), 0);
       // A hit still in the window may compute as leaving at `now` when its time + windowMs rounds
       // down (fractional readings); it is still there now, so the wait is at least 1 ms.
       const retryAfterMs = Math.max(1, Math.ceil(leaving + windowMs - now));
       return reject(limit, limit - live, retryAfterMs, Math.max(retryAfterMs, Math.ceil(newest + windowMs - now)));
     }
     if (spend) {
-      this.drop(expired, base);
+      this.head = this.size === expired ? 0 : (this.head + expired) % (this.ring.length / 2);
+      this.size -= expired;
+      this.dropped = base;
       this.append(now, permits);
     }
     return allow(limit, limit - live - permits, Math.ceil(windowMs));
@@ -88,58 +90,37 @@ export class SlidingWindowLog extends Printable implements PeekableAlgorithm {
     return 2 * ((this.head + i) % (this.ring.length / 2));
   }
 
-  /** The time of the i-th oldest grant. */
-  private timeAt(i: number): number {
-    return this.ring[this.slot(i)] as number;
+  /** The i-th oldest grant's time (`field` 0) or the running total through it (`field` 1). */
+  private at(i: number, field: 0 | 1): number {
+    return this.ring[this.slot(i) + field] as number;
   }
 
-  /** The running total through the i-th oldest grant. */
-  private totalAt(i: number): number {
-    return this.ring[this.slot(i) + 1] as number;
-  }
-
-  /** How many grants were logged at times `<= cutoff`: a binary search, since the log is in time order. */
-  private countUpTo(cutoff: number): number {
-    let low = 0;
+  /**
+   * The first grant, from the `from`-th on, whose `field` (see {@link at}) is above `value`, or the
+   * count of grants if none is: a binary search, since times and totals both grow along the log.
+   */
+  private firstAbove(field: 0 | 1, value: number, from: number): number {
+    let low = from;
     let high = this.size;
     while (low < high) {
       const mid = (low + high) >>> 1;
-      if (this.timeAt(mid) <= cutoff) low = mid + 1;
-      else high = mid;
-    }
-    return low;
-  }
-
-  /** The first grant, from the `from`-th on, whose running total reaches `total`. */
-  private firstReaching(total: number, from: number): number {
-    let low = from;
-    let high = this.size - 1;
-    while (low < high) {
-      const mid = (low + high) >>> 1;
-      if (this.totalAt(mid) >= total) high = mid;
+      if (this.at(mid, field) > value) high = mid;
       else low = mid + 1;
     }
     return low;
   }
 
-  private drop(count: number, base: number): void {
-    this.head = this.size === count ? 0 : (this.head + count) % (this.ring.length / 2);
-    this.size -= count;
-    this.dropped = base;
-  }
-
   private append(time: number, permits: number): void {
-    if (this.size === 0) this.dropped = 0;
-    let last = this.size > 0 ? this.totalAt(this.size - 1) : this.dropped;
+    let last = this.size > 0 ? this.at(this.size - 1, 1) : this.dropped;
     // Totals stay below 2^53, so every sum and difference is exact: the live permits are at most
     // the limit, so counting from the oldest live grant again always makes room.
     if (last > Number.MAX_SAFE_INTEGER - permits) {
-      for (let i = 0; i < this.size; i++) this.ring[this.slot(i) + 1] = this.totalAt(i) - this.dropped;
+      for (let i = 0; i < this.size; i++) this.ring[this.slot(i) + 1] = this.at(i, 1) - this.dropped;
       last -= this.dropped;
       this.dropped = 0;
     }
     // Grants at one reading leave together: the newest entry takes them when it has that time.
-    if (this.size > 0 && this.timeAt(this.size - 1) === time) {
+    if (this.size > 0 && this.at(this.size - 1, 0) === time) {
       this.ring[this.slot(this.size - 1) + 1] = last + permits;
       return;
     }
@@ -155,8 +136,8 @@ export class SlidingWindowLog extends Printable implements PeekableAlgorithm {
     const capacity = Math.min(this.rule.limit, Math.max(this.ring.length, 1));
     const ring = new Array<number>(2 * capacity).fill(0);
     for (let i = 0; i < this.size; i++) {
-      ring[2 * i] = this.timeAt(i);
-      ring[2 * i + 1] = this.totalAt(i);
+      ring[2 * i] = this.at(i, 0);
+      ring[2 * i + 1] = this.at(i, 1);
     }
     this.ring = ring;
     this.head = 0;

@@ -44,15 +44,8 @@ export function checkTime(nowMs: number): void {
   if (!Number.isFinite(nowMs)) finiteNumber('nowMs', nowMs);
 }
 
-/**
- * True for well-formed UTF-16: `String.prototype.isWellFormed` (ES2024, a few times faster), or
- * where it is missing (older browsers) a regex: in a `u` regex a surrogate pair is one code point,
- * so `\p{Cs}` matches only a lone surrogate.
- */
-const isWellFormed: (value: string) => boolean =
-  typeof (String.prototype as { isWellFormed?: unknown }).isWellFormed === 'function'
-    ? (value) => (value as string & { isWellFormed(): boolean }).isWellFormed()
-    : (value) => !/\p{Cs}/u.test(value);
+/** In a `u` regex a surrogate pair is one code point, so `\p{Cs}` matches only a lone surrogate. */
+const LONE_SURROGATE = /\p{Cs}/u;
 
 /**
  * Throws a `TypeError` naming the value unless `value` is a string of well-formed UTF-16. A lone
@@ -62,5 +55,5 @@ const isWellFormed: (value: string) => boolean =
  */
 export function checkString(name: string, value: unknown): asserts value is string {
   if (typeof value !== 'string') throw typeError(`ratekeeper: \`${name}\` must be a string, got ${describe(value)}`);
-  if (!isWellFormed(value)) throw typeError(`ratekeeper: \`${name}\` must be well-formed UTF-16 (no lone surrogate), got ${describe(value)}`);
+  if (LONE_SURROGATE.test(value)) throw typeError(`ratekeeper: \`${name}\` must be well-formed UTF-16 (no lone surrogate), got ${describe(value)}`);
 }
