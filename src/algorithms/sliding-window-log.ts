@@ -6,12 +6,15 @@ import type { PeekableAlgorithm } from './algorithm';
 
 /**
  * A sliding window log: at most `limit` permits in any half-open interval `(t - windowMs, t]`.
- * Each granted permit is logged with its time and leaves the log at exactly `time + windowMs`.
- * The only algorithm with no boundary effect and no approximation, at the cost of one number
- * (8 bytes) per permit in the window.
+ * Each grant is logged with its time and leaves the log at exactly `time + windowMs`.
+ * The only algorithm with no boundary effect and no approximation, at the cost of two numbers
+ * (16 bytes) per grant in the window, whatever the grant's size; grants at one clock reading share
+ * one entry, since they leave together.
  *
- * The log is a ring of timestamps in time order that grows by doubling up to `limit` entries, so
- * expiring old entries never shifts an array.
+ * The log is a ring of grants in time order that grows by doubling up to `limit` entries, so
+ * expiring old entries never shifts an array. Each entry holds its time and the permits logged
+ * up to and including it (a running total), so the permits in any stretch of the log are one
+ * subtraction, and the grant a refused request waits for is a binary search, as expiry is.
  *
  * @example
  * ```ts
@@ -24,9 +27,13 @@ import type { PeekableAlgorithm } from './algorithm';
  */
 export class SlidingWindowLog extends Printable implements PeekableAlgorithm {
   private readonly rule: Rule;
+  /** Pairs, time then the running total of permits through that grant: one array, so a key with few grants stays small. */
   private ring: number[] = [];
+  /** Index of the oldest grant, counted in pairs. */
   private head = 0;
   private size = 0;
+  /** The running total before the oldest grant still logged. */
+  private dropped = 0;
 
   constructor(rule: Rule) {
     super();
@@ -42,7 +49,7 @@ export class SlidingWindowLog extends Printable implements PeekableAlgorithm {
   }
 
   isIdle(nowMs: number): boolean {
-    return this.size === 0 || this.at(this.size - 1) + this.rule.windowMs <= nowMs;
+    return this.size === 0 || this.at(this.size - 1, 0) + this.rule.windowMs <= nowMs;
   }
 
   /** A summary for logs and `JSON.stringify`: the algorithm and its rule (never the key's state). */
@@ -55,57 +62,83 @@ export class SlidingWindowLog extends Printable implements PeekableAlgorithm {
     const { limit, windowMs } = this.rule;
     checkTime(nowMs);
     checkPermits(permits, limit);
-    const newest = this.size > 0 ? this.at(this.size - 1) : -Infinity;
+    const newest = this.size > 0 ? this.at(this.size - 1, 0) : -Infinity;
     // A reading earlier than the newest hit counts as no time passing, which keeps the log in order.
     const now = nowMs > newest ? nowMs : newest;
-    const expired = this.countUpTo(now - windowMs);
-    const live = this.size - expired;
+    const expired = this.firstAbove(0, now - windowMs, 0);
+    const base = expired > 0 ? this.at(expired - 1, 1) : this.dropped;
+    const live = this.size > 0 ? this.at(this.size - 1, 1) - base : 0;
     if (live + permits > limit) {
-      // The request fits once the (live + permits - limit)-th live hit has left.
-      const leaving = this.at(expired + live + permits - limit - 1);
-      return reject(limit, limit - live, Math.ceil(leaving + windowMs - now), Math.ceil(newest + windowMs - now));
+      // The request fits once the grant holding the (live + permits - limit)-th live permit has left.
+      const leaving = this.at(this.firstAbove(1, base + live - limit + permits - 1, expired), 0);
+      // A hit still in the window may compute as leaving at `now` when its time + windowMs rounds
+      // down (fractional readings); it is still there now, so the wait is at least 1 ms.
+      const retryAfterMs = Math.max(1, Math.ceil(leaving + windowMs - now));
+      return reject(limit, limit - live, retryAfterMs, Math.max(retryAfterMs, Math.ceil(newest + windowMs - now)));
     }
     if (spend) {
-      this.drop(expired);
+      this.head = this.size === expired ? 0 : (this.head + expired) % (this.ring.length / 2);
+      this.size -= expired;
+      this.dropped = base;
       this.append(now, permits);
     }
     return allow(limit, limit - live - permits, Math.ceil(windowMs));
   }
 
-  /** The i-th oldest logged time. */
-  private at(i: number): number {
-    return this.ring[(this.head + i) % this.ring.length] as number;
+  /** Where the i-th oldest grant's pair starts in the ring. */
+  private slot(i: number): number {
+    return 2 * ((this.head + i) % (this.ring.length / 2));
   }
 
-  /** How many logged times are `<= cutoff`: a binary search, since the log is in time order. */
-  private countUpTo(cutoff: number): number {
-    let low = 0;
+  /** The i-th oldest grant's time (`field` 0) or the running total through it (`field` 1). */
+  private at(i: number, field: 0 | 1): number {
+    return this.ring[this.slot(i) + field] as number;
+  }
+
+  /**
+   * The first grant, from the `from`-th on, whose `field` (see {@link at}) is above `value`, or the
+   * count of grants if none is: a binary search, since times and totals both grow along the log.
+   */
+  private firstAbove(field: 0 | 1, value: number, from: number): number {
+    let low = from;
     let high = this.size;
     while (low < high) {
       const mid = (low + high) >>> 1;
-      if (this.at(mid) <= cutoff) low = mid + 1;
-      else high = mid;
+      if (this.at(mid, field) > value) high = mid;
+      else low = mid + 1;
     }
     return low;
   }
 
-  private drop(count: number): void {
-    this.head = this.size === count ? 0 : (this.head + count) % this.ring.length;
-    this.size -= count;
+  private append(time: number, permits: number): void {
+    let last = this.size > 0 ? this.at(this.size - 1, 1) : this.dropped;
+    // Totals stay below 2^53, so every sum and difference is exact: the live permits are at most
+    // the limit, so counting from the oldest live grant again always makes room.
+    if (last > Number.MAX_SAFE_INTEGER - permits) {
+      for (let i = 0; i < this.size; i++) this.ring[this.slot(i) + 1] = this.at(i, 1) - this.dropped;
+      last -= this.dropped;
+      this.dropped = 0;
+    }
+    // Grants at one reading leave together: the newest entry takes them when it has that time.
+    if (this.size > 0 && this.at(this.size - 1, 0) === time) {
+      this.ring[this.slot(this.size - 1) + 1] = last + permits;
+      return;
+    }
+    if (2 * this.size === this.ring.length) this.grow();
+    const slot = this.slot(this.size);
+    this.ring[slot] = time;
+    this.ring[slot + 1] = last + permits;
+    this.size++;
   }
 
-  private append(time: number, count: number): void {
-    const needed = this.size + count;
-    if (needed > this.ring.length) this.grow(needed);
-    for (let i = 0; i < count; i++) this.ring[(this.head + this.size + i) % this.ring.length] = time;
-    this.size = needed;
-  }
-
-  /** Doubles the ring (at least to `needed`, at most to the limit), copying the log into time order. */
-  private grow(needed: number): void {
-    const capacity = Math.min(this.rule.limit, Math.max(needed, 2 * this.ring.length, 4));
-    const ring = new Array<number>(capacity).fill(0);
-    for (let i = 0; i < this.size; i++) ring[i] = this.at(i);
+  /** Doubles the ring (at most to the limit: every grant holds at least one permit), copying the log into time order. */
+  private grow(): void {
+    const capacity = Math.min(this.rule.limit, Math.max(this.ring.length, 1));
+    const ring = new Array<number>(2 * capacity).fill(0);
+    for (let i = 0; i < this.size; i++) {
+      ring[2 * i] = this.at(i, 0);
+      ring[2 * i + 1] = this.at(i, 1);
+    }
     this.ring = ring;
     this.head = 0;
   }

@@ -56,3 +56,16 @@ export function checkReading(nowMs: number): void {
   }
 }
 
+/** In a `u` regex a surrogate pair is one code point, so `\p{Cs}` matches only a lone surrogate. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * Throws a `TypeError` naming the value unless `value` is a string of well-formed UTF-16. A lone
+ * surrogate has no UTF-8 form: a store that sends keys as UTF-8 (Redis) would write U+FFFD for it,
+ * so `'a\uD800'` and `'a\uDBFF'` would share one count there while staying apart in memory. Keys
+ * are refused alike everywhere, so no two stores disagree about which keys are one.
+ */
+export function checkString(name: string, value: unknown): asserts value is string {
+  if (typeof value !== 'string') throw typeError(`ratekeeper: \`${name}\` must be a string, got ${describe(value)}`);
+  if (LONE_SURROGATE.test(value)) throw typeError(`ratekeeper: \`${name}\` must be well-formed UTF-16 (no lone surrogate), got ${describe(value)}`);
+}

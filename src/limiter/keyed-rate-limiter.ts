@@ -3,7 +3,7 @@ import { type Clock, systemClock } from '../core/clock';
 import { type Decision, type Rejected, reject } from '../core/decision';
 import { typeError } from '../core/errors';
 import { Closable } from '../core/symbols';
-import { checkReading, describe, finiteNumber, integerIn } from '../core/validate';
+import { checkReading, checkString, describe, finiteNumber, integerIn } from '../core/validate';
 import type { AcquireOptions } from './acquire-options';
 import { checkFactory, KeyTable, tableFull } from './key-table';
 import { type Scheduler, schedulerFor } from './scheduler';
@@ -230,7 +230,7 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
   }
 
   #admit(key: string, permits: number, now: number): Decision {
-    if (typeof key !== 'string') throw typeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
+    checkString('key', key);
     const carried = this.#table.carried(key);
     if (carried !== undefined) return carried.tryAcquire(now, permits);
     const state = this.#table.create(key);

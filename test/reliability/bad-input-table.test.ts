@@ -205,6 +205,7 @@ describe('RedisRateLimiter: options and calls under bad values; a refused call s
     ['rule', '`', never], // a non-object names `rule`; an object is read as a Rule and names `limit`
     ['onStoreError', '`onStoreError`', never],
     ['prefix', '`prefix`', optional(isString)],
+    ['name', '`name`', optional((v) => isString(v) && v !== '')],
     ['clock', '`clock`', (v) => v === undefined],
     ['timeoutMs', '`timeoutMs`', optional((v) => v === Infinity || isIntegerIn(1, 2 ** 31 - 1)(v))],
     ['onError', '`onError`', (v) => v === undefined],
