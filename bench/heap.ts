@@ -1,5 +1,5 @@
 // Child process: heap bytes per resident key (200 000 keys, after GC) for every algorithm, beside the
-// floor's Map and rate-limiter-flexible; and the sliding log's bytes per stored hit. Run by run.ts.
+// floor's Map and rate-limiter-flexible; and the sliding log's bytes per stored grant. Run by run.ts.
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { KeyedRateLimiter, ManualClock, Rule } from '../src/index';
 import { ALGORITHM_NAMES, ALGORITHMS, MANY_RULE, epochNowMs, type AlgorithmName } from './algorithms';
@@ -7,7 +7,7 @@ import { sendToParent } from './child';
 import { type FloorState, floorDecide } from './contenders';
 
 export const HEAP_KEYS = 200_000;
-/** Keys and hits per key of the full-log measurement: every log holds `FULL_LOG_HITS` timestamps. */
+/** Keys and grants per key of the full-log measurement: every log holds `FULL_LOG_HITS` grants, a ms apart. */
 export const FULL_LOG_KEYS = 20_000;
 export const FULL_LOG_HITS = 100;
 
@@ -70,7 +70,11 @@ function ratekeeper(algorithm: AlgorithmName, rule: Rule, hitsPerKey: number) {
     const limiter = new KeyedRateLimiter({ algorithm: () => ALGORITHMS[algorithm](rule), clock });
     for (let i = 0; i < keys; i++) {
       const key = keyOf(i);
-      for (let h = 0; h < hitsPerKey; h++) limiter.tryAcquire(key);
+      // A ms apart: the sliding log keeps hits at one reading in one entry.
+      for (let h = 0; h < hitsPerKey; h++) {
+        if (h > 0) clock.advance(1);
+        limiter.tryAcquire(key);
+      }
     }
     if (limiter.size !== keys) throw new Error(`heap.ts: ${algorithm} kept ${limiter.size} of ${keys} keys`);
     return limiter;
@@ -109,8 +113,8 @@ async function rateLimiterFlexible(keys: number) {
 export const FLOOR_ROW = "floor: Map<string, {tokens, at}>";
 export const RLF_ROW = 'rate-limiter-flexible Memory';
 export const KEY_STRINGS_ROW = 'key strings alone (`user:<i>`, in an array)';
-export const FULL_LOG_ROW = `sliding-window-log, ${FULL_LOG_HITS} hits per key`;
-export const ONE_HIT_LOG_ROW = `sliding-window-log, 1 hit per key (same rule)`;
+export const FULL_LOG_ROW = `sliding-window-log, ${FULL_LOG_HITS} grants per key`;
+export const ONE_HIT_LOG_ROW = `sliding-window-log, 1 grant per key (same rule)`;
 export const TRIALS = 3;
 
 async function main(): Promise<void> {

@@ -9,6 +9,7 @@ import type { HeapResult } from './heap';
 import type { LatencyRun } from './latency';
 import type { RedisResult } from './redis';
 import { renderStores, STORES, type StoresResult } from './stores';
+import { renderShared, type SharedResult } from './shared';
 import { machine, render, type BenchResults } from './report';
 import type { ThroughputResult, Variant } from './throughput';
 
@@ -49,6 +50,8 @@ async function main(): Promise<void> {
   const storeTables = renderStores(stores);
   step('flood: ten million unique keys');
   const flood = renderFlood(await runChild<FloodResult>('./flood.ts'));
+  step('ratekeeper/shared: 1, 2 and 4 threads; the shared table in one thread');
+  const shared = renderShared(await runChild<SharedResult>('./shared.ts'));
 
   const results: BenchResults = {
     machine: before,
@@ -61,8 +64,8 @@ async function main(): Promise<void> {
     redis,
   };
   const { text, markdown } = render(results);
-  console.log(text + storeTables.text + flood.text);
-  await writeFile(new URL('./RESULTS.md', import.meta.url), `${markdown}\n${storeTables.markdown}\n${flood.markdown}`);
+  console.log(text + storeTables.text + flood.text + shared.text);
+  await writeFile(new URL('./RESULTS.md', import.meta.url), `${markdown}\n${storeTables.markdown}\n${flood.markdown}${shared.markdown}`);
   step('wrote bench/RESULTS.md');
 }
 

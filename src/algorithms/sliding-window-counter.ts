@@ -157,7 +157,7 @@ export class SlidingWindowCounter extends Printable implements AccountingAlgorit
  * weight falls by `previous / w` per ms; in the next one the current count becomes the previous and
  * falls the same way; two windows on, the key is as new and any permitted request fits.
  */
-function retryAfter(previous: number, current: number, permits: number, limit: number, w: number, elapsed: number): number {
+export function retryAfter(previous: number, current: number, permits: number, limit: number, w: number, elapsed: number): number {
   const untilNext = w - elapsed;
   // The weight may be at most `fits`: previous · (w - elapsed - wait) <= fits · w. With fits >= 0,
   // fits < previous, or the request would have been allowed.
@@ -173,7 +173,7 @@ function retryAfter(previous: number, current: number, permits: number, limit: n
   return Math.ceil(untilNext + w);
 }
 
-function resetAfter(previous: number, current: number, w: number, elapsed: number): number {
+export function resetAfter(previous: number, current: number, w: number, elapsed: number): number {
   if (current > 0) return Math.ceil(2 * w - elapsed);
   return previous > 0 ? Math.ceil(w - elapsed) : 0;
 }

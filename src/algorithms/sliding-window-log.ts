@@ -5,7 +5,7 @@ import { checkPermits, checkTime } from '../core/validate';
 import { checkCharge, DEBT_LIMITS, forgive, forgivenCount, type Receipt, type Reserved, stateNow } from './accounting';
 import type { AccountingAlgorithm } from './algorithm';
 
-/** What a log's reservation remembers: the time its entries were logged at. */
+/** What a log's reservation remembers: the time its grant was logged at. */
 interface LogReceipt {
   readonly at: number;
   readonly forgiven: number;
@@ -13,12 +13,16 @@ interface LogReceipt {
 
 /**
  * A sliding window log: at most `limit` permits in any half-open interval `(t - windowMs, t]`.
- * Each granted permit is logged with its time and leaves the log at exactly `time + windowMs`.
- * The only algorithm with no boundary effect and no approximation, at the cost of one number
- * (8 bytes) per permit in the window.
+ * Each grant is logged with its time and leaves the log at exactly `time + windowMs`.
+ * The only algorithm with no boundary effect and no approximation, at the cost of two numbers
+ * (16 bytes) per grant in the window, whatever the grant's size; grants at one clock reading share
+ * one entry, since they leave together.
  *
- * The log is a ring of timestamps in time order that grows by doubling up to `limit` entries, so
- * expiring old entries never shifts an array.
+ * The log is a ring of grants in time order that grows by doubling up to `limit` entries (twice
+ * that in debt), so expiring old entries never shifts an array. Each entry holds its time and the
+ * permits logged up to and including it (a running total), so the permits in any stretch of the
+ * log are one subtraction, and the grant a refused request waits for is a binary search, as
+ * expiry is.
  *
  * @example
  * ```ts
@@ -31,9 +35,13 @@ interface LogReceipt {
  */
 export class SlidingWindowLog extends Printable implements AccountingAlgorithm {
   private readonly rule: Rule;
+  /** Pairs, time then the running total of permits through that grant: one array, so a key with few grants stays small. */
   private ring: number[] = [];
+  /** Index of the oldest grant, counted in pairs. */
   private head = 0;
   private size = 0;
+  /** The running total before the oldest grant still logged. */
+  private dropped = 0;
 
   constructor(rule: Rule) {
     super();
@@ -52,46 +60,58 @@ export class SlidingWindowLog extends Printable implements AccountingAlgorithm {
   }
 
   /**
-   * In debt the log holds more than `limit` live entries (up to twice it), all logged now; a
-   * request fits again once enough of them have left, one window later at most.
+   * In debt the log holds more than `limit` live permits (up to twice it, and below 2^53 so the
+   * running totals stay exact), the charge logged now as one grant; a request fits again once
+   * enough of them have left, one window later at most.
    */
   charge(nowMs: number, permits: number): Decision {
     checkCharge(permits);
     const { limit, windowMs } = this.rule;
     checkTime(nowMs);
     const now = this.readAt(nowMs);
-    const expired = this.countUpTo(now - windowMs);
-    const live = this.size - expired;
-    const room = (1 + DEBT_LIMITS) * limit - live;
+    const expired = this.firstAbove(0, now - windowMs, 0);
+    const base = expired > 0 ? this.at(expired - 1, 1) : this.dropped;
+    const live = this.size > 0 ? this.at(this.size - 1, 1) - base : 0;
+    const room = Math.min((1 + DEBT_LIMITS) * limit, Number.MAX_SAFE_INTEGER) - live;
     if (permits > room) forgive(this);
-    this.drop(expired);
-    if (room > 0) this.append(now, Math.min(permits, room));
-    const newest = this.at(this.size - 1);
-    return allow(limit, Math.max(0, limit - this.size), Math.ceil(newest + windowMs - now));
+    this.drop(expired, base);
+    const logged = room > 0 ? Math.min(permits, room) : 0;
+    if (logged > 0) this.append(now, logged);
+    const newest = this.at(this.size - 1, 0);
+    return allow(limit, Math.max(0, limit - live - logged), Math.max(1, Math.ceil(newest + windowMs - now)));
   }
 
   reserve(nowMs: number, permits = 1): Reserved {
     const decision = this.tryAcquire(nowMs, permits);
     if (!decision.allowed) return { decision, receipt: undefined };
-    const receipt: LogReceipt = { at: this.at(this.size - 1), forgiven: forgivenCount(this) };
+    const receipt: LogReceipt = { at: this.at(this.size - 1, 0), forgiven: forgivenCount(this) };
     return { decision, receipt };
   }
 
-  /** Removes up to `permits` entries logged at the reservation's time, while they are in the window. */
+  /**
+   * Removes up to `permits` from the grant logged at the reservation's time, while it is in the
+   * window: that entry and every later one count that many fewer, and an entry left with none goes.
+   */
   refund(nowMs: number, receipt: Receipt, permits: number): void {
     const { at, forgiven } = receipt as LogReceipt;
     if (forgiven !== forgivenCount(this) || at + this.rule.windowMs <= this.readAt(nowMs)) return;
-    // The log is in time order: the entries logged at `at` end just before the first later one.
-    const end = this.countUpTo(at);
-    let start = end;
-    while (start > 0 && end - start < permits && this.at(start - 1) === at) start--;
-    const removed = end - start;
-    for (let i = end; i < this.size; i++) this.ring[(this.head + i - removed) % this.ring.length] = this.at(i);
-    this.size -= removed;
+    const index = this.firstAbove(0, at, 0) - 1;
+    if (index < 0 || this.at(index, 0) !== at) return;
+    const before = index > 0 ? this.at(index - 1, 1) : this.dropped;
+    const held = this.at(index, 1) - before;
+    const removed = Math.min(permits, held);
+    for (let i = index; i < this.size; i++) this.ring[this.slot(i) + 1] = this.at(i, 1) - removed;
+    if (removed < held) return;
+    // Every later grant moves back one place, so the log stays in time order without a gap.
+    for (let i = index; i < this.size - 1; i++) {
+      this.ring[this.slot(i)] = this.at(i + 1, 0);
+      this.ring[this.slot(i) + 1] = this.at(i + 1, 1);
+    }
+    this.size--;
   }
 
   isIdle(nowMs: number): boolean {
-    return this.size === 0 || this.at(this.size - 1) + this.rule.windowMs <= nowMs;
+    return this.size === 0 || this.at(this.size - 1, 0) + this.rule.windowMs <= nowMs;
   }
 
   /** A summary for logs and `JSON.stringify`: the algorithm and its rule (never the key's state). */
@@ -103,63 +123,99 @@ export class SlidingWindowLog extends Printable implements AccountingAlgorithm {
   private decide(nowMs: number, permits: number, spend: boolean): Decision {
     const { limit, windowMs } = this.rule;
     checkTime(nowMs);
-    const newest = this.size > 0 ? this.at(this.size - 1) : -Infinity;
+    const newest = this.size > 0 ? this.at(this.size - 1, 0) : -Infinity;
     // A reading earlier than the newest hit counts as no time passing, which keeps the log in order.
     const now = nowMs > newest ? nowMs : newest;
-    const expired = this.countUpTo(now - windowMs);
-    const live = this.size - expired;
+    const expired = this.firstAbove(0, now - windowMs, 0);
+    const base = expired > 0 ? this.at(expired - 1, 1) : this.dropped;
+    const live = this.size > 0 ? this.at(this.size - 1, 1) - base : 0;
     if (live + permits > limit) {
-      // The request fits once the (live + permits - limit)-th live hit has left.
-      const leaving = this.at(expired + live + permits - limit - 1);
-      return reject(limit, Math.max(0, limit - live), Math.ceil(leaving + windowMs - now), Math.ceil(newest + windowMs - now));
+      // The request fits once the grant holding the (live + permits - limit)-th live permit has left.
+      const leaving = this.at(this.firstAbove(1, base + live - limit + permits - 1, expired), 0);
+      // A hit still in the window may compute as leaving at `now` when its time + windowMs rounds
+      // down (fractional readings); it is still there now, so the wait is at least 1 ms.
+      const retryAfterMs = Math.max(1, Math.ceil(leaving + windowMs - now));
+      return reject(limit, Math.max(0, limit - live), retryAfterMs, Math.max(retryAfterMs, Math.ceil(newest + windowMs - now)));
     }
     if (spend) {
-      this.drop(expired);
+      this.drop(expired, base);
       this.append(now, permits);
     }
-    if (permits === 0) return allow(limit, limit - live, live === 0 ? 0 : Math.ceil(newest + windowMs - now));
+    // The newest grant is still in the window, so the state is new again in at least 1 ms.
+    if (permits === 0) return allow(limit, limit - live, live === 0 ? 0 : Math.max(1, Math.ceil(newest + windowMs - now)));
     return allow(limit, limit - live - permits, Math.ceil(windowMs));
   }
 
   /** A reading, or the newest logged time when the reading is earlier: no time passing keeps the log in order. */
   private readAt(nowMs: number): number {
-    return this.size > 0 && this.at(this.size - 1) > nowMs ? this.at(this.size - 1) : nowMs;
+    return this.size > 0 && this.at(this.size - 1, 0) > nowMs ? this.at(this.size - 1, 0) : nowMs;
   }
 
-  /** The i-th oldest logged time. */
-  private at(i: number): number {
-    return this.ring[(this.head + i) % this.ring.length] as number;
+  /** Forgets the `expired` oldest grants; `base` is the running total through the last of them. */
+  private drop(expired: number, base: number): void {
+    this.head = this.size === expired ? 0 : (this.head + expired) % (this.ring.length / 2);
+    this.size -= expired;
+    this.dropped = base;
   }
 
-  /** How many logged times are `<= cutoff`: a binary search, since the log is in time order. */
-  private countUpTo(cutoff: number): number {
-    let low = 0;
+  /** Where the i-th oldest grant's pair starts in the ring. */
+  private slot(i: number): number {
+    return 2 * ((this.head + i) % (this.ring.length / 2));
+  }
+
+  /** The i-th oldest grant's time (`field` 0) or the running total through it (`field` 1). */
+  private at(i: number, field: 0 | 1): number {
+    return this.ring[this.slot(i) + field] as number;
+  }
+
+  /**
+   * The first grant, from the `from`-th on, whose `field` (see {@link at}) is above `value`, or the
+   * count of grants if none is: a binary search, since times and totals both grow along the log.
+   */
+  private firstAbove(field: 0 | 1, value: number, from: number): number {
+    let low = from;
     let high = this.size;
     while (low < high) {
       const mid = (low + high) >>> 1;
-      if (this.at(mid) <= cutoff) low = mid + 1;
-      else high = mid;
+      if (this.at(mid, field) > value) high = mid;
+      else low = mid + 1;
     }
     return low;
   }
 
-  private drop(count: number): void {
-    this.head = this.size === count ? 0 : (this.head + count) % this.ring.length;
-    this.size -= count;
+  private append(time: number, permits: number): void {
+    let last = this.size > 0 ? this.at(this.size - 1, 1) : this.dropped;
+    // Totals stay below 2^53, so every sum and difference is exact: the live permits and the grant
+    // together stay below 2^53 (at most the limit, or the debt bound), so counting from the oldest
+    // live grant again always makes room.
+    if (last > Number.MAX_SAFE_INTEGER - permits) {
+      for (let i = 0; i < this.size; i++) this.ring[this.slot(i) + 1] = this.at(i, 1) - this.dropped;
+      last -= this.dropped;
+      this.dropped = 0;
+    }
+    // Grants at one reading leave together: the newest entry takes them when it has that time.
+    if (this.size > 0 && this.at(this.size - 1, 0) === time) {
+      this.ring[this.slot(this.size - 1) + 1] = last + permits;
+      return;
+    }
+    if (2 * this.size === this.ring.length) this.grow();
+    const slot = this.slot(this.size);
+    this.ring[slot] = time;
+    this.ring[slot + 1] = last + permits;
+    this.size++;
   }
 
-  private append(time: number, count: number): void {
-    const needed = this.size + count;
-    if (needed > this.ring.length) this.grow(needed);
-    for (let i = 0; i < count; i++) this.ring[(this.head + this.size + i) % this.ring.length] = time;
-    this.size = needed;
-  }
-
-  /** Doubles the ring (at least to `needed`, at most to the limit plus the debt bound), copying the log into time order. */
-  private grow(needed: number): void {
-    const capacity = Math.min((1 + DEBT_LIMITS) * this.rule.limit, Math.max(needed, 2 * this.ring.length, 4));
-    const ring = new Array<number>(capacity).fill(0);
-    for (let i = 0; i < this.size; i++) ring[i] = this.at(i);
+  /**
+   * Doubles the ring (at most to the limit plus the debt bound: every grant holds at least one
+   * permit), copying the log into time order.
+   */
+  private grow(): void {
+    const capacity = Math.min((1 + DEBT_LIMITS) * this.rule.limit, Math.max(this.ring.length, 1));
+    const ring = new Array<number>(2 * capacity).fill(0);
+    for (let i = 0; i < this.size; i++) {
+      ring[2 * i] = this.at(i, 0);
+      ring[2 * i + 1] = this.at(i, 1);
+    }
     this.ring = ring;
     this.head = 0;
   }

@@ -76,13 +76,16 @@ const rule = (limit: number, windowMs: number) => new Rule(limit, windowMs);
  */
 export function sharedPerRule<T>(derive: (rule: Rule) => T): (rule: Rule) => T {
   const cache = new Map<string, T>();
-  // Every new key builds its state through here: the same Rule object as last time (the common
-  // case, a rule made once outside the factory) is answered without building the cache's key.
-  let lastRule: Rule | undefined;
+  // Every new key builds its state through here: the same fields as last time (the common case, a
+  // rule made once outside the factory) are answered without building the cache's key. Compared by
+  // the fields just read, not by the object: a plain object (or a Rule, writable at run time) may
+  // have changed since, and must be checked again, never answered with the rule it held before.
+  let lastLimit: unknown = Number.NaN;
+  let lastWindowMs: unknown = Number.NaN;
   let lastValue: T | undefined;
   return (rule) => {
-    if (rule === lastRule) return lastValue as T;
     const { limit, windowMs } = (rule ?? {}) as Partial<Rule>;
+    if (limit === lastLimit && windowMs === lastWindowMs) return lastValue as T;
     if (typeof limit !== 'number' || typeof windowMs !== 'number') {
       throw typeError(`ratekeeper: \`rule\` must be a Rule (or { limit, windowMs }), e.g. Rule.perSecond(10), got ${describe(rule)}`);
     }
@@ -94,7 +97,8 @@ export function sharedPerRule<T>(derive: (rule: Rule) => T): (rule: Rule) => T {
       value = derive(checked);
       cache.set(id, value);
     }
-    lastRule = rule;
+    lastLimit = limit;
+    lastWindowMs = windowMs;
     lastValue = value;
     return value;
   };

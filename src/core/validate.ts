@@ -43,3 +43,29 @@ export function checkPermits(permits: number, limit: number): void {
 export function checkTime(nowMs: number): void {
   if (!Number.isFinite(nowMs)) finiteNumber('nowMs', nowMs);
 }
+
+/**
+ * The check on a reading of a limiter's clock: finite, and within ±(2^53 − 1) ms, past which no
+ * decision is exact (a nanosecond clock passed as milliseconds). Algorithms called directly only
+ * need `checkTime`: they add waits to readings when they search for a retry time.
+ */
+export function checkReading(nowMs: number): void {
+  if (!(Number.isFinite(nowMs) && Math.abs(nowMs) <= Number.MAX_SAFE_INTEGER)) {
+    finiteNumber('nowMs', nowMs);
+    throw rangeError(`ratekeeper: \`nowMs\` must be a reading in milliseconds from -(2^53 - 1) to 2^53 - 1, got ${nowMs}`);
+  }
+}
+
+/** In a `u` regex a surrogate pair is one code point, so `\p{Cs}` matches only a lone surrogate. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * Throws a `TypeError` naming the value unless `value` is a string of well-formed UTF-16. A lone
+ * surrogate has no UTF-8 form: a store that sends keys as UTF-8 (Redis) would write U+FFFD for it,
+ * so `'a\uD800'` and `'a\uDBFF'` would share one count there while staying apart in memory. Keys
+ * are refused alike everywhere, so no two stores disagree about which keys are one.
+ */
+export function checkString(name: string, value: unknown): asserts value is string {
+  if (typeof value !== 'string') throw typeError(`ratekeeper: \`${name}\` must be a string, got ${describe(value)}`);
+  if (LONE_SURROGATE.test(value)) throw typeError(`ratekeeper: \`${name}\` must be well-formed UTF-16 (no lone surrogate), got ${describe(value)}`);
+}

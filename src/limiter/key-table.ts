@@ -1,4 +1,5 @@
 import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
+import { partsOf } from '../algorithms/composite';
 import { type Decision, degrade, reject } from '../core/decision';
 import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
@@ -120,7 +121,16 @@ export class KeyTable {
    */
   #reclaimOne(now: number): void {
     const idle = (this.#idle ??= this.#idleHeap(now));
-    while (idle.first <= now) {
+    for (;;) {
+      if (idle.first > now) {
+        // A key from before the last switch is remembered by its old state, which may go idle later
+        // than the state it is carried to (a shorter window): carry such keys over, each remembered
+        // from the switch on and so looked at next, until one is idle or none is left.
+        const old = this.#previous.size === 0 ? undefined : this.#previous.nextEntry();
+        if (old === undefined) return;
+        this.#carry(...old);
+        continue;
+      }
       const [key, state] = idle.pop();
       if (this.#current.get(key) === state) {
         if (this.#forgettable(key, state, now)) {
@@ -271,6 +281,15 @@ function idleAt(state: RateLimitAlgorithm, now: number): number | undefined {
   const next = now + 1;
   const s = state as Partial<PeekableAlgorithm>;
   if (typeof s.peek !== 'function') return undefined;
+  // A composite is idle when every part is: the latest of its parts' times. Probed whole, a request
+  // for one more than its binding part has would pass its smallest part's limit and tell nothing,
+  // and every such key would be looked at again each ms while a full table refuses newcomers.
+  const parts = partsOf(s as PeekableAlgorithm);
+  if (parts !== undefined) {
+    let latest = next;
+    for (const part of parts) latest = Math.max(latest, idleAt(part, now) ?? next);
+    return latest;
+  }
   try {
     const probe = s.peek(now, 1);
     const available = probe.allowed ? probe.remaining + 1 : probe.remaining;
@@ -278,7 +297,7 @@ function idleAt(state: RateLimitAlgorithm, now: number): number | undefined {
     const refusal = probe.allowed ? (available < probe.limit ? s.peek(now, available + 1) : probe) : probe;
     return refusal.allowed ? next : Math.max(next, now + refusal.resetAfterMs);
   } catch {
-    return next; // a composite whose binding limit passes its smallest part's
+    return next; // a custom algorithm whose peek throws
   }
 }
 

@@ -4,7 +4,7 @@ import { type Clock, systemClock } from '../core/clock';
 import { type Decision, degrade, type Rejected, reject } from '../core/decision';
 import { typeError } from '../core/errors';
 import { Closable } from '../core/symbols';
-import { checkPermits, describe, finiteNumber, integerIn } from '../core/validate';
+import { checkPermits, checkReading, checkString, describe, finiteNumber, integerIn } from '../core/validate';
 import type { AcquireOptions } from './acquire-options';
 import { KeyBlocks, KeyPins } from './key-blocks';
 import { checkFactory, KeyTable, tableFull } from './key-table';
@@ -165,7 +165,7 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * ```
    */
   reset(key: string): void {
-    checkKey(key);
+    checkString('key', key);
     this.#table.delete(key);
     this.#blocks.delete(key);
     this.#waiting.wake(key);
@@ -215,7 +215,7 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * ```
    */
   block(key: string, durationMs: number): void {
-    checkKey(key);
+    checkString('key', key);
     integerIn('durationMs', durationMs, 0, MAX_BLOCK_MS);
     const now = this.#read(this.#clock.now());
     if (durationMs === 0) return;
@@ -292,9 +292,9 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * Switches to a new factory without losing what was spent: each resident key's state is carried
    * over to a fresh state from `algorithm`, as measured now. The permits a key still counts as used
    * (its old limit minus what it has available) are spent in the new state at this moment, capped
-   * at the new limit; composites with as many parts carry over part by part, and when parts are
-   * added or removed each new part takes what the matching old part (same algorithm and limit)
-   * used, or else the most any old part used. Keys are carried over lazily, on first use or as the
+   * at the new limit; composites carry over part by part, each new part taking what the matching
+   * old part (same algorithm and limit; with as many parts, else the same algorithm, else the same
+   * place) used, or else the most any old part used. Keys are carried over lazily, on first use or as the
    * table is swept, so this call touches no key, except keys an earlier switch has not carried yet:
    * those are carried over first, one pass over them (288 ms for 300 000 keys). Waiters are tried
    * again at once under the new rule. A custom algorithm without `peek` keeps its state until it is idle.
@@ -366,7 +366,7 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
 
   /** A fresh state for a key not resident, not stored. */
   #fresh(key: string): RateLimitAlgorithm {
-    checkKey(key);
+    checkString('key', key);
     const state = this.#table.create(key);
     checkState(state);
     return state;
@@ -437,16 +437,16 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * reading would otherwise start fresh and be granted what it had already spent.
    */
   #read(reading: number): number {
-    // A reading that is no number (a string compares as one) or not finite must never become the
-    // latest reading, which every later call would then be held to, nor pass as an earlier one.
-    if (!Number.isFinite(reading)) finiteNumber('nowMs', reading);
+    // A reading that is no number (a string compares as one), not finite or past 2^53 must never
+    // become the latest reading, which every later call would then be held to, nor pass as an earlier one.
+    checkReading(reading);
     if (reading < this.#latest) return this.#latest;
     this.#latest = reading;
     return reading;
   }
 
   #admit(key: string, permits: number, now: number): Decision {
-    checkKey(key);
+    checkString('key', key);
     const carried = this.#table.carried(key);
     if (carried !== undefined) return carried.tryAcquire(now, permits);
     const state = this.#table.create(key);
@@ -467,11 +467,6 @@ function checkState(state: unknown): void {
   if (s === null || typeof s !== 'object' || typeof s.tryAcquire !== 'function' || typeof s.isIdle !== 'function') {
     throw typeError(`ratekeeper: \`algorithm\` must return an algorithm, got ${describe(state)}`);
   }
-}
-
-/** Throws a `TypeError` unless `key` is a string. */
-function checkKey(key: unknown): void {
-  if (typeof key !== 'string') throw typeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
 }
 
 /**

@@ -96,7 +96,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.rule = toRule(rule);
     this.#query = toQuery(client);
     const plan = sqlPlans[algorithm];
-    const policy = outagePolicy(onStoreError, this.rule);
+    const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
     this.#statement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], 'acquire') AS r`;
     if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
     this.#algorithm = algorithm;

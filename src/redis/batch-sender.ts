@@ -1,9 +1,9 @@
 import type { Decision } from '../core/decision';
 import { type RedisScriptClient, runScript } from './client';
 import type { RefusalCache } from './refusal-cache';
-import { checkReply, toDecision } from './reply';
+import { readReply } from './reply';
 import type { ScriptPlan } from './scripts';
-import type { Timeouts } from './timeout';
+import type { Deadline, Timeouts } from './timeout';
 
 /** One decision on its way to Redis. */
 export interface Call {
@@ -14,6 +14,13 @@ export interface Call {
   readonly now: number;
   readonly resolve: (decision: Decision | Promise<Decision>) => void;
   readonly reject: (error: unknown) => void;
+}
+
+/** One script call: its calls, their deadline, and whether it counts as in flight. */
+interface Flight {
+  readonly calls: Call[];
+  deadline: Deadline;
+  counted: boolean;
 }
 
 /** What a {@link BatchSender} needs of its limiter. */
@@ -34,16 +41,38 @@ export interface SenderOptions {
  * Sends calls as one script call and answers each of them: with its own decision from the reply,
  * or, when the script call fails or times out, with the outage policy's answer for its own key and
  * permits. The calls of one script call started in the same tick, so one deadline bounds them all.
+ *
+ * Script calls leave in the order made, so calls on one key run in that order. A NOSCRIPT reply
+ * (the server lost its script cache) breaks that: the failed call goes again with EVAL, and by
+ * then the script may be loaded, so a call made meanwhile would run first. So from a NOSCRIPT
+ * reply until every script call then in flight has been answered (or has timed out), new calls are
+ * held back, then sent in order.
  */
 export class BatchSender {
   readonly #options: SenderOptions;
+  /** Script calls sent and not yet answered nor timed out. */
+  #inFlight = 0;
+  /** Script calls held back while a reload is under way, in the order made. */
+  #held: Flight[] | undefined;
 
   constructor(options: SenderOptions) {
     this.#options = options;
   }
 
   readonly send = (calls: Call[]): void => {
-    const { client, plan, ruleArgs, callerClock, timeouts } = this.#options;
+    // The deadline starts now, so a call held back during a reload is still bounded from its start.
+    const flight: Flight = { calls, deadline: undefined!, counted: false };
+    flight.deadline = this.#options.timeouts.start((error) => {
+      this.#fail(calls, error);
+      this.#finish(flight);
+    });
+    if (this.#held !== undefined) this.#held.push(flight);
+    else this.#run(flight);
+  };
+
+  #run(flight: Flight): void {
+    const { client, plan, ruleArgs, callerClock } = this.#options;
+    const { calls, deadline } = flight;
     const keys: string[] = [];
     const args = ruleArgs.slice();
     // Permits that are all 1 are left out when the server's clock decides (see batchScript).
@@ -54,7 +83,8 @@ export class BatchSender {
     }
     if (!leaveOut) for (const call of calls) args.push(String(call.permits));
     if (callerClock) for (const call of calls) args.push(String(call.now));
-    const deadline = timeouts.start((error) => this.#fail(calls, error));
+    flight.counted = true;
+    this.#inFlight++;
     runScript(
       client,
       plan.script,
@@ -62,39 +92,54 @@ export class BatchSender {
       args,
       (reply) => {
         if (deadline.settle()) this.#settle(calls, reply);
+        this.#finish(flight);
       },
       (error) => {
         if (deadline.settle()) this.#fail(calls, error);
+        this.#finish(flight);
+      },
+      () => {
+        this.#held ??= [];
       },
     );
-  };
+  }
+
+  /** A script call was answered or timed out; the last one in flight ends a reload. */
+  #finish(flight: Flight): void {
+    if (!flight.counted) return;
+    flight.counted = false;
+    if (--this.#inFlight === 0 && this.#held !== undefined) {
+      const held = this.#held;
+      this.#held = undefined;
+      // Calls whose deadline passed while held were answered by the policy: sending them would only spend.
+      for (const waiting of held) if (waiting.deadline.open) this.#run(waiting);
+    }
+  }
 
   #settle(calls: Call[], reply: unknown): void {
-    let numbers: number[];
+    const { limit, refusals, fallback } = this.#options;
+    let results: (Decision | Error)[];
     try {
-      numbers = checkReply(reply, calls.length);
+      results = readReply(reply, calls.length, limit);
     } catch (error) {
       this.#fail(calls, error);
       return;
     }
-    const { limit, refusals } = this.#options;
     for (let i = 0; i < calls.length; i++) {
       const call = calls[i]!;
-      const decision = toDecision(numbers, i, limit);
-      if (!decision.allowed) refusals?.remember(call.key, call.permits, call.now, decision);
-      call.resolve(decision);
+      const result = results[i]!;
+      if (result instanceof Error) {
+        // This key's decision failed inside the script (say, the key holds a list); the other
+        // decisions of the batch stand.
+        call.resolve(fallback(result, call));
+        continue;
+      }
+      if (!result.allowed) refusals?.remember(call.key, call.permits, call.now, result);
+      call.resolve(result);
     }
   }
 
   #fail(calls: Call[], error: unknown): void {
-    for (const call of calls) {
-      try {
-        call.resolve(this.#options.fallback(error, call));
-      } catch (fallbackError) {
-        // A fallback limiter that throws (say, for more permits than its own limit) fails this
-        // call alone, as it would have without a batch.
-        call.reject(fallbackError);
-      }
-    }
+    for (const call of calls) call.resolve(this.#options.fallback(error, call));
   }
 }

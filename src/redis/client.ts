@@ -71,6 +71,7 @@ export type RedisClientLike = IoredisClient | NodeRedisClient | GlideClientLike 
 
 interface AnyShape {
   defineCommand?: unknown;
+  options?: { keyPrefix?: unknown };
   evalSha?: unknown;
   evalsha?: unknown;
   eval?: unknown;
@@ -132,9 +133,9 @@ const NO_SCRIPT = /NOSCRIPT|NoScriptError/;
 
 /**
  * Runs `script` on `keys` with EVALSHA and hands the reply or the error to the callbacks. A server
- * that lost its script cache (restart, SCRIPT FLUSH, failover) answers NOSCRIPT: then the source
- * goes with EVAL, which caches it again. Callbacks, not a chain of promises, keep a call to the one
- * promise the client makes.
+ * that lost its script cache (restart, SCRIPT FLUSH, failover) answers NOSCRIPT: then `reloading`
+ * is told, and the source goes with EVAL, which caches it again. Callbacks, not a chain of
+ * promises, keep a call to the one promise the client makes.
  */
 export function runScript(
   client: RedisScriptClient,
@@ -143,10 +144,12 @@ export function runScript(
   args: string[],
   done: (reply: unknown) => void,
   failed: (error: unknown) => void,
+  reloading: () => void,
 ): void {
   send(() => client.evalsha(script.sha1, keys, args), done, (error) => {
-    if (NO_SCRIPT.test(String((error as Error | undefined)?.message))) send(() => client.eval(script.source, keys, args), done, failed);
-    else failed(error);
+    if (!NO_SCRIPT.test(String((error as Error | undefined)?.message))) return failed(error);
+    reloading();
+    send(() => client.eval(script.source, keys, args), done, failed);
   });
 }
 
@@ -177,6 +180,21 @@ export function isClusterClient(client: unknown): boolean {
 export function isClientClosed(client: unknown): boolean {
   const c = shape(client);
   return c.status === 'end' || c.isOpen === false;
+}
+
+/**
+ * The prefix an ioredis client (or cluster) adds to every key it sends (its `keyPrefix` option),
+ * or '' for other clients. A cluster places a key by the key the server sees, prefix included.
+ * @throws TypeError for a prefix that is not a string (a Buffer), whose slot could not be computed.
+ */
+export function clientKeyPrefix(client: unknown): string {
+  const c = shape(client);
+  if (typeof c.defineCommand !== 'function') return '';
+  const keyPrefix = c.options?.keyPrefix ?? '';
+  if (typeof keyPrefix !== 'string') {
+    throw typeError(`ratekeeper: the client's \`keyPrefix\` must be a string to compute hash slots, got ${describe(keyPrefix)}; use RedisRateLimiter's \`prefix\` instead`);
+  }
+  return keyPrefix;
 }
 
 function shape(client: unknown): AnyShape {

@@ -33,11 +33,19 @@ export interface RedisRateLimiterOptions {
    */
   onStoreError: StoreErrorPolicy;
   /**
-   * Starts every Redis key. The full key is `prefix + algorithm + ':' + limit + '/' + windowMs + ':' + key`,
-   * so limiters with different rules never share state.
+   * Starts every Redis key. The full key is `prefix + algorithm + ':' + limit + '/' + windowMs + ':' + key`
+   * (with a `name`, `prefix + name + ':' + algorithm + ...`), so limiters with different rules never share state.
    * @default 'ratekeeper:'
    */
   prefix?: string | undefined;
+  /**
+   * What this limit is for (`'login'`, `'search'`): part of every key, so that two limits with the
+   * same prefix, algorithm and rule keep their own counts. Limiters given the same name (every
+   * server of a fleet, say) share each key's count on purpose. Two limiters on one client whose keys
+   * would meet without a name to say so are reported once with `console.warn`.
+   * @default undefined: no name in the key
+   */
+  name?: string | undefined;
   /**
    * Where time comes from. Omitted, each decision reads the Redis server's own clock (`TIME`), so
    * servers with skewed clocks still share one limit. Redis expires keys on its own clock, so a

@@ -4,7 +4,7 @@ import { mulDivCeil } from '../core/exact';
 import type { Rule } from '../core/rule';
 import { describe } from '../core/validate';
 import type { AsyncRateLimiter, RateLimiter } from '../limiter/keyed-rate-limiter';
-import type { RedisTimeoutError } from './timeout';
+import { RedisTimeoutError } from './timeout';
 
 /**
  * What to answer while Redis fails or does not answer in time:
@@ -12,7 +12,8 @@ import type { RedisTimeoutError } from './timeout';
  * - `'deny'` (fail closed): refused, as an exhausted token bucket would be, so `retryAfterMs` is
  *   the time the rule takes to earn the permits;
  * - a `RateLimiter`, such as a local `KeyedRateLimiter` with a per-server share of the limit, or an
- *   `AsyncRateLimiter`, such as a second Redis: its decision (a failure of its own fails the call).
+ *   `AsyncRateLimiter`, such as a second Redis: its decision, within `timeoutMs`. If the fallback
+ *   fails too (it throws, rejects, or takes longer), the call is answered as `'deny'` would.
  * Either way the decision carries `degraded: 'store-error'` or `'store-timeout'`.
  *
  * @example
@@ -25,27 +26,77 @@ import type { RedisTimeoutError } from './timeout';
  */
 export type StoreErrorPolicy = 'allow' | 'deny' | RateLimiter | AsyncRateLimiter;
 
+/** What a limiter's outage policy needs besides the policy itself. */
+export interface OutageContext {
+  readonly rule: Rule;
+  /** How long an async fallback limiter may take to answer. */
+  readonly timeoutMs: number;
+  /** Hears a fallback limiter's own failure, after the store's error was reported. */
+  readonly report: (error: unknown, key: string) => void;
+}
+
 /**
- * Checks the policy once and returns the function that applies it to a failed call. A store's
- * timeout error (Redis's, PostgreSQL's) is told from its other failures by its code.
+ * Checks the policy once and returns the function that applies it to a failed call. It never
+ * throws and its promise never rejects: a fallback limiter that throws, rejects, answers with
+ * something that is not a decision, or takes longer than `timeoutMs` to answer is a failure of
+ * its own, reported through `report`, and the call is answered as `'deny'` would answer it (a
+ * fallback was chosen to hold a limit, so its failure must not open it). A store's timeout error
+ * (Redis's, PostgreSQL's) is told from its other failures by its code.
  */
-export function outagePolicy(policy: unknown, rule: Rule): (error: unknown, key: string, permits: number) => Decision | Promise<Decision> {
+export function outagePolicy(policy: unknown, { rule, timeoutMs, report }: OutageContext): (error: unknown, key: string, permits: number) => Decision | Promise<Decision> {
   const { limit, windowMs } = rule;
   const reason = (error: unknown) => ((error as Partial<RedisTimeoutError> | null)?.code === 'ERR_RATEKEEPER_STORE_TIMEOUT' ? 'store-timeout' : 'store-error');
+  const deny = (error: unknown, permits: number) => degrade(reject(limit, 0, mulDivCeil(permits, windowMs, limit), Math.ceil(windowMs)), reason(error));
   if (policy === 'allow') {
     return (error, _key, permits) => degrade(allow(limit, limit - permits, mulDivCeil(permits, windowMs, limit)), reason(error));
   }
-  if (policy === 'deny') {
-    return (error, _key, permits) => degrade(reject(limit, 0, mulDivCeil(permits, windowMs, limit), Math.ceil(windowMs)), reason(error));
-  }
+  if (policy === 'deny') return (error, _key, permits) => deny(error, permits);
   if (policy !== null && typeof policy === 'object' && typeof (policy as RateLimiter).tryAcquire === 'function') {
     const fallback = policy as RateLimiter | AsyncRateLimiter;
     return (error, key, permits) => {
-      const decision = fallback.tryAcquire(key, permits);
-      return decision instanceof Promise ? decision.then((d) => degrade(d, reason(error))) : degrade(decision, reason(error));
+      const failed = (fallbackError: unknown) => {
+        report(fallbackError, key);
+        return deny(error, permits);
+      };
+      const checked = (decision: unknown) => (isDecision(decision) ? degrade(decision, reason(error)) : failed(notADecision(decision)));
+      let answer: unknown;
+      try {
+        answer = fallback.tryAcquire(key, permits);
+      } catch (fallbackError) {
+        return failed(fallbackError);
+      }
+      if (!isThenable(answer)) return checked(answer);
+      return new Promise<Decision>((resolve) => {
+        // Whichever comes first answers: the fallback (any thenable, not only a native promise) or its timeout.
+        let pending = true;
+        const settle = (answer: () => Decision) => {
+          if (!pending) return;
+          pending = false;
+          clearTimeout(timer);
+          resolve(answer());
+        };
+        const timer = timeoutMs === Infinity ? undefined : setTimeout(() => settle(() => failed(new RedisTimeoutError(timeoutMs, 'the fallback limiter'))), timeoutMs);
+        (timer as { unref?: () => void } | undefined)?.unref?.();
+        Promise.resolve(answer).then(
+          (decision) => settle(() => checked(decision)),
+          (fallbackError: unknown) => settle(() => failed(fallbackError)),
+        );
+      });
     };
   }
   throw typeError(
     `ratekeeper: \`onStoreError\` is required and must be 'allow', 'deny' or a RateLimiter to fall back on, got ${describe(policy)}`,
   );
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<unknown>).then === 'function';
+}
+
+function isDecision(value: unknown): value is Decision {
+  return value !== null && typeof value === 'object' && typeof (value as Decision).allowed === 'boolean';
+}
+
+function notADecision(value: unknown): TypeError {
+  return new TypeError(`ratekeeper: the fallback limiter answered ${describe(value)}, not a Decision`);
 }

@@ -4,19 +4,20 @@ import { ClosedError } from '../core/errors';
 import { rangeError, typeError } from '../core/errors';
 import type { Rule } from '../core/rule';
 import { Closable } from '../core/symbols';
-import { checkPermits, describe, integerIn } from '../core/validate';
+import { checkPermits, checkString, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
 import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
 import { schedulerFor, systemScheduler } from '../limiter/scheduler';
 import { WaitQueue } from '../limiter/wait-queue';
 import { BatchSender, type Call } from './batch-sender';
-import { isClientClosed, isClusterClient, toScriptClient } from './client';
+import { clientKeyPrefix, isClientClosed, isClusterClient, toScriptClient } from './client';
 import { Coalescer } from './coalescer';
 import type { RedisRateLimiterOptions } from './options';
 import type { RedisAlgorithm } from './scripts';
 import { outagePolicy } from './outage-policy';
 import { RefusalCache } from './refusal-cache';
 import { plans } from './scripts';
+import { claimNamespace } from './namespaces';
 import { hashSlot } from './slot';
 import { checkStoreOptions, report, toRule } from './store-options';
 import { Timeouts } from './timeout';
@@ -56,6 +57,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
   readonly rule: Rule;
   readonly #algorithm: RedisAlgorithm;
   readonly #prefix: string;
+  readonly #name: string | undefined;
   readonly #timeoutMs: number;
   readonly #keyPrefix: string;
   readonly #clock: Clock | undefined;
@@ -64,8 +66,11 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
   /** Sends calls as one script call: the coalescer's batches, or each call alone when batching is off. */
   readonly #send: (calls: Call[]) => void;
   readonly #coalescer: Coalescer<Call> | undefined;
-  /** On a cluster a batch holds keys of one hash slot. */
-  readonly #bySlot: boolean;
+  /**
+   * On a cluster a batch holds keys of one hash slot, computed on the key the server sees: this
+   * prefix (ioredis's `keyPrefix`) and the limiter's own key; undefined elsewhere.
+   */
+  readonly #slotPrefix: string | undefined;
 
   /** @throws TypeError or RangeError naming the option, before anything is sent to Redis. */
   constructor(options: RedisRateLimiterOptions) {
@@ -73,7 +78,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     if (options === null || typeof options !== 'object') {
       throw typeError(`ratekeeper: RedisRateLimiter options must be an object, got ${describe(options)}`);
     }
-    const { client, algorithm, rule, onStoreError, prefix = 'ratekeeper:', clock, timeoutMs = 500, onError, refusalCache = false, batch = true } = options;
+    const { client, algorithm, rule, onStoreError, prefix = 'ratekeeper:', name, clock, timeoutMs = 500, onError, refusalCache = false, batch = true } = options;
     if (typeof algorithm !== 'string' || !Object.hasOwn(plans, algorithm)) {
       throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(plans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
@@ -81,13 +86,19 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     this.#algorithm = algorithm;
     const scriptClient = toScriptClient(client);
     const plan = plans[algorithm];
-    const policy = outagePolicy(onStoreError, this.rule);
-    if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
+    checkString('prefix', prefix);
     this.#prefix = prefix;
-    this.#keyPrefix = `${prefix}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
+    this.#name = name;
+    if (name !== undefined) {
+      checkString('name', name);
+      if (name === '') throw typeError('ratekeeper: `name` must be a non-empty string, got ""');
+    }
+    this.#keyPrefix = `${prefix}${name === undefined ? '' : `${name}:`}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
+    claimNamespace(client, this.#keyPrefix, name !== undefined, (message) => console.warn(message));
     checkStoreOptions(clock, timeoutMs, onError);
     this.#clock = clock;
     this.#timeoutMs = timeoutMs;
+    const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
     this.#refusals = refusalCacheFor(refusalCache);
     if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
     this.#send = new BatchSender({
@@ -104,7 +115,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
       },
     }).send;
     this.#coalescer = batch ? new Coalescer(this.#send, MAX_BATCH) : undefined;
-    this.#bySlot = isClusterClient(client);
+    this.#slotPrefix = isClusterClient(client) ? clientKeyPrefix(client) : undefined;
     // A wait ends when the store can no longer answer: with a client closed for good, a degraded
     // refusal would be tried again for ever, its timer keeping the process alive.
     const attempt = (key: string, permits: number) =>
@@ -122,8 +133,8 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
    * @throws TypeError when `key` is not a string; RangeError when `permits` is not an integer from 1 to the limit (as a rejected promise).
    */
   tryAcquire(key: string, permits = 1): Promise<Decision> {
-    if (typeof key !== 'string') return Promise.reject(typeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`));
     try {
+      checkString('key', key);
       checkPermits(permits, this.rule.limit);
     } catch (error) {
       return Promise.reject(error);
@@ -136,7 +147,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     return new Promise((resolve, reject) => {
       const call: Call = { key, redisKey: this.#keyPrefix + key, permits, now, resolve, reject };
       if (this.#coalescer === undefined) this.#send([call]);
-      else this.#coalescer.add(call, this.#bySlot ? hashSlot(call.redisKey) : 0);
+      else this.#coalescer.add(call, this.#slotPrefix === undefined ? 0 : hashSlot(this.#slotPrefix + call.redisKey));
     });
   }
 
@@ -184,9 +195,12 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     this.#waiting.close();
   }
 
-  /** A summary for logs and `JSON.stringify`: the algorithm, rule, key prefix and timeout; never the client. */
-  override toJSON(): { algorithm: RedisAlgorithm; rule: Rule; prefix: string; timeoutMs: number } {
-    return { algorithm: this.#algorithm, rule: this.rule, prefix: this.#prefix, timeoutMs: this.#timeoutMs };
+  /** A summary for logs and `JSON.stringify`: the algorithm, rule, key prefix, name (when given) and timeout; never the client. */
+  override toJSON(): { algorithm: RedisAlgorithm; rule: Rule; prefix: string; name?: string; timeoutMs: number } {
+    const { rule } = this;
+    return this.#name === undefined
+      ? { algorithm: this.#algorithm, rule, prefix: this.#prefix, timeoutMs: this.#timeoutMs }
+      : { algorithm: this.#algorithm, rule, prefix: this.#prefix, name: this.#name, timeoutMs: this.#timeoutMs };
   }
 }
 

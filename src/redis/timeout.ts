@@ -18,8 +18,8 @@ export class RedisTimeoutError extends Error {
   /** The bound that was exceeded. */
   readonly timeoutMs: number;
 
-  constructor(timeoutMs: number) {
-    super(`ratekeeper: Redis did not answer within ${timeoutMs} ms`);
+  constructor(timeoutMs: number, what = 'Redis') {
+    super(`ratekeeper: ${what} did not answer within ${timeoutMs} ms`);
     this.timeoutMs = timeoutMs;
   }
 }
@@ -28,6 +28,8 @@ export class RedisTimeoutError extends Error {
 export interface Deadline {
   /** Claims the answer for the call: true the first time, false once the timeout has answered instead. */
   settle(): boolean;
+  /** True until the call is answered or has timed out. */
+  readonly open: boolean;
 }
 
 class Pending implements Deadline {
@@ -45,9 +47,13 @@ class Pending implements Deadline {
     this.fail = undefined;
     return true;
   }
+
+  get open(): boolean {
+    return this.fail !== undefined;
+  }
 }
 
-const UNBOUNDED: Deadline = { settle: () => true };
+const UNBOUNDED: Deadline = { settle: () => true, open: true };
 
 /**
  * Bounds calls to `timeoutMs` each. A client that queues commands while offline, or a frozen

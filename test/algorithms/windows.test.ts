@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FixedWindow, Rule, SlidingWindowCounter, SlidingWindowLog } from '../../src/index';
+import { heapAfterGc } from '../support/heap';
 import { expectTimeline } from '../support/timeline';
 
 describe('a burst straddling a window boundary', () => {
@@ -79,5 +80,41 @@ describe('SlidingWindowCounter', () => {
       { at: 1000, allowed: false, retryAfterMs: 100 },
       { at: 1100, allowed: true, remaining: 0 },
     ]);
+  });
+});
+
+describe('SlidingWindowLog stores grants, not permits', () => {
+  it('keeps one entry per grant: logs granted a million permits each hold a few numbers, not a million', () => {
+    const before = heapAfterGc();
+    const logs = Array.from({ length: 4 }, () => new SlidingWindowLog(Rule.perMinute(1_000_000)));
+    for (const log of logs) expect(log.tryAcquire(0, 1_000_000)).toMatchObject({ allowed: true, remaining: 0 });
+    // Per permit this was 8 MB a log.
+    expect(heapAfterGc() - before).toBeLessThan(2 ** 20);
+    expect(logs[0]!.tryAcquire(59_999)).toMatchObject({ allowed: false, retryAfterMs: 1 });
+  });
+
+  it('lets grants at one reading share an entry, and still leave exactly', () => {
+    const log = new SlidingWindowLog(new Rule(10, 1000));
+    expectTimeline(log, [
+      { at: 0, permits: 3, allowed: true, remaining: 7 },
+      { at: 500, permits: 2, allowed: true, remaining: 5 },
+      { at: 500, permits: 4, allowed: true, remaining: 1 },
+      { at: 500, permits: 2, allowed: false, retryAfterMs: 500 },
+      { at: 1000, permits: 4, allowed: true, remaining: 0 },
+      { at: 1000, permits: 6, allowed: false, remaining: 0, retryAfterMs: 500, resetAfterMs: 1000 },
+      { at: 1000, permits: 7, allowed: false, remaining: 0, retryAfterMs: 1000 },
+      { at: 1500, permits: 6, allowed: true, remaining: 0 },
+    ]);
+  });
+
+  it('stays exact when its running totals pass 2^53: they are counted again from the oldest live grant', () => {
+    const half = 2 ** 52 - 1; // two of these fit a limit of 2^53 - 1, with 1 to spare
+    const log = new SlidingWindowLog(new Rule(Number.MAX_SAFE_INTEGER, 1000));
+    log.tryAcquire(-500, half);
+    for (let at = 0; at < 10_000; at += 500) {
+      expect(log.tryAcquire(at, half)).toMatchObject({ allowed: true, remaining: 1 });
+      expect(log.tryAcquire(at, 2)).toMatchObject({ allowed: false, remaining: 1, retryAfterMs: 500 });
+      expect(log.tryAcquire(at + 499, 2)).toMatchObject({ allowed: false, remaining: 1, retryAfterMs: 1 });
+    }
   });
 });

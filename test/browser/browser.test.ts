@@ -7,10 +7,10 @@ import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { extname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHROMIUM, openPage } from './chromium';
 
-const CHROMIUM = '/usr/bin/chromium';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const dist = resolve(root, 'dist');
 const fixtures = resolve(root, 'test/browser/fixtures');
@@ -63,26 +63,7 @@ describe.skipIf(!haveChromium)('in headless Chromium, the built ESM core paces a
     await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
     origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-      ],
-      timeout: 10_000,
-    });
-    page = await browser.newPage();
-    page.on('pageerror', (error) => pageErrors.push(error.message));
-    page.on('console', (message) => {
-      if (message.type() === 'error') pageErrors.push(message.text());
-    });
-    await page.goto(`${origin}/`);
-    await page.waitForFunction(() => 'ready' in window, undefined, { timeout: 5_000 });
+    ({ browser, page } = await openPage(`${origin}/`, pageErrors));
   }, 15_000);
 
   afterAll(async () => {

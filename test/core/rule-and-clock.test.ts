@@ -58,6 +58,20 @@ describe('a rule is read by its fields, never by instanceof', () => {
     expect(bucket.tryAcquire(0).allowed).toBe(false);
   });
 
+  it.each(algorithms.map((A) => [A.name, A] as const))('%s reads an object changed since the last state was built anew: checked, never a stale rule', (_, Algorithm) => {
+    const config = { limit: 2, windowMs: 1000 };
+    expect(new Algorithm(config as Rule).tryAcquire(0).remaining).toBe(1);
+    config.limit = 5; // the same object, changed for the keys still to come
+    expect(new Algorithm(config as Rule).tryAcquire(0)).toMatchObject({ limit: 5, remaining: 4 });
+    config.limit = 0;
+    expect(() => new Algorithm(config as Rule)).toThrow(rangeError('ratekeeper: `limit` must be a safe integer of at least 1, got 0'));
+    let reads = 0;
+    const drifting = { get limit() { return ++reads; }, windowMs: 1000 }; // a getter that answers anew each read
+    const state = new Algorithm(drifting as Rule);
+    expect(state.tryAcquire(0)).toMatchObject({ limit: 1, remaining: 0 });
+    expect(new Algorithm(drifting as Rule).tryAcquire(0)).toMatchObject({ limit: 2, remaining: 1 });
+  });
+
   it('a composite is known by its parts, so one from the other build is flattened too', () => {
     const a = new TokenBucket(Rule.perSecond(2));
     const inner = new Composite([a, new FixedWindow(Rule.perSecond(5))]);

@@ -1,7 +1,7 @@
 // Docs that cannot drift: every ```ts block in README.md and docs/*.md and every JSDoc `@example`
 // in src/ is written out as a file and compiled against the sources with the project's strict
-// settings, `ratekeeper` and each subpath (`ratekeeper/redis`, `ratekeeper/postgres`, ...) mapped to src/. An
-// example followed by a ```text block is also run under plain Node, and must print exactly that.
+// settings, `ratekeeper` and each subpath (`ratekeeper/redis`, `ratekeeper/postgres`, `ratekeeper/shared`, ...)
+// mapped to src/. An example followed by a ```text block is also run under plain Node, and must print exactly that.
 import { execFile } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
@@ -39,6 +39,7 @@ const tsconfig = {
       'ratekeeper/redis': [resolve(root, 'src/redis.ts')],
       'ratekeeper/postgres': [resolve(root, 'src/postgres.ts')],
       'ratekeeper/http': [resolve(root, 'src/http.ts')],
+      'ratekeeper/shared': [resolve(root, 'src/shared.ts')],
     },
   },
   include: ['*.ts'],
@@ -112,8 +113,8 @@ describe('documentation examples', () => {
     async (_, example) => {
       const file = resolve(out, `run-${fileNameOf(example)}`);
       // Run as a user would, except that the package specifiers point at the sources.
-      const code = example.code.replace(/from '(ratekeeper(?:\/redis|\/http)?)'/g, (_, specifier: string) => {
-        const entry = { ratekeeper: 'index', 'ratekeeper/redis': 'redis', 'ratekeeper/postgres': 'postgres', 'ratekeeper/http': 'http' }[specifier];
+      const code = example.code.replace(/from '(ratekeeper(?:\/redis|\/postgres|\/http|\/shared)?)'/g, (_, specifier: string) => {
+        const entry = { ratekeeper: 'index', 'ratekeeper/redis': 'redis', 'ratekeeper/postgres': 'postgres', 'ratekeeper/http': 'http', 'ratekeeper/shared': 'shared' }[specifier];
         return `from '${relative(out, resolve(root, `src/${entry}.ts`))}'`;
       });
       writeFileSync(file, `${code}\n`);

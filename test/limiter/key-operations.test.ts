@@ -40,7 +40,7 @@ describe('what debt looks like in each algorithm (10 per second, 25 charged at 0
     expect(limiter.tryAcquire('k', 10)).toMatchObject({ allowed: true, remaining: 0 });
   });
 
-  it('SlidingWindowLog: 20 entries logged now (the bound), all leaving one window later', () => {
+  it('SlidingWindowLog: 20 permits logged now (the bound) as one grant, all leaving one window later', () => {
     const { limiter, clock } = limiterOf(() => new SlidingWindowLog(rule));
     expect(limiter.charge('k', 25)).toMatchObject({ allowed: true, remaining: 0, resetAfterMs: 1000 });
     expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 1000 });

@@ -1,7 +1,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type RateLimitAlgorithm } from '../../src/index';
-import { algorithms } from '../support/algorithms';
+import { Composite, KeyedRateLimiter, ManualClock, Rule, SlidingWindowLog, TokenBucket, type PeekableAlgorithm, type RateLimitAlgorithm } from '../../src/index';
+import { algorithms, composites } from '../support/algorithms';
 import { rangeError, typeError } from '../../src/core/errors';
 
 const bucketOf = (limit: number) => () => new TokenBucket(Rule.perSecond(limit));
@@ -83,6 +83,44 @@ describe('KeyedRateLimiter', () => {
     },
   );
 
+  it('admits a newcomer in place of a key that a reconfiguration made idle sooner, on a full table', () => {
+    const clock = new ManualClock();
+    const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(3)), clock, maxKeys: 1 });
+    limiter.tryAcquire('a'); // under 3 per minute, back to full in 20 s
+    expect(limiter.tryAcquire('b').degraded).toBe('key-table-full');
+    limiter.reconfigure(() => new TokenBucket(Rule.perSecond(3))); // the spent token comes back in 334 ms
+    clock.advance(334);
+    expect(limiter.tryAcquire('b')).toMatchObject({ allowed: true, limit: 3, remaining: 2 });
+    expect(limiter.size).toBe(1);
+  });
+
+  const kinds = [...algorithms, ...composites];
+  const tableOpArb = fc.oneof(
+    { weight: 10, arbitrary: fc.record({ dt: fc.integer({ min: -50, max: 400 }), key: fc.integer({ min: 0, max: 12 }), permits: fc.integer({ min: 1, max: 3 }) }) },
+    { weight: 1, arbitrary: fc.record({ algorithm: fc.integer({ min: 0, max: kinds.length - 1 }), limit: fc.integer({ min: 3, max: 5 }), windowMs: fc.integer({ min: 1, max: 500 }) }) },
+    { weight: 1, arbitrary: fc.record({ evictBack: fc.integer({ min: 0, max: 1000 }) }) },
+  );
+
+  test.prop([fc.integer({ min: 0, max: kinds.length - 1 }), fc.integer({ min: 1, max: 4 }), fc.array(tableOpArb, { maxLength: 150 })], { numRuns: 300 })(
+    'a newcomer is refused as key-table-full only when no resident key is idle, across reconfigurations and readings that go back',
+    (first, maxKeys, ops) => {
+      const clock = new ManualClock(1_764_000_000_000);
+      const limiter = new KeyedRateLimiter({ algorithm: () => (kinds[first] as (typeof kinds)[number]).make(new Rule(3, 200)), clock, maxKeys });
+      for (const op of ops) {
+        if ('dt' in op) {
+          clock.set(clock.now() + op.dt);
+          if (limiter.tryAcquire(`k${op.key}`, op.permits).degraded === 'key-table-full') expect(limiter.evictIdle()).toBe(0);
+          expect(limiter.size).toBeLessThanOrEqual(maxKeys);
+        } else if ('algorithm' in op) {
+          const rule = new Rule(op.limit, op.windowMs);
+          limiter.reconfigure(() => (kinds[op.algorithm] as (typeof kinds)[number]).make(rule));
+        } else {
+          limiter.evictIdle(clock.now() - op.evictBack);
+        }
+      }
+    },
+  );
+
   it('looks at the keys of a custom algorithm without peek a few times each, not once per ms, while a full table refuses', () => {
     const clock = new ManualClock();
     let looks = 0;
@@ -98,6 +136,27 @@ describe('KeyedRateLimiter', () => {
       for (let i = 0; i < 10; i++) expect(limiter.tryAcquire(`new${ms}-${i}`).degraded).toBe('key-table-full');
     }
     expect(looks).toBeLessThan(20 * 1000); // about log2(1000) each; one per ms would be 1 000 000
+  });
+
+  it('looks at full-table composite keys when they can go idle, not once per ms, while it refuses newcomers', () => {
+    const clock = new ManualClock();
+    let peeks = 0;
+    const counted = <A extends PeekableAlgorithm>(part: A): A => {
+      const peek = part.peek.bind(part);
+      part.peek = (now, permits) => (peeks++, peek(now, permits));
+      return part;
+    };
+    const composite = () => new Composite([new TokenBucket(Rule.perSecond(10)), new SlidingWindowLog(Rule.perHour(100))]);
+    const resident = () => new Composite([counted(new TokenBucket(Rule.perSecond(10))), counted(new SlidingWindowLog(Rule.perHour(100)))]);
+    const limiter = new KeyedRateLimiter({ algorithm: (key) => (key.startsWith('new') ? composite() : resident()), clock, maxKeys: 1000 });
+    for (let i = 0; i < 1000; i++) limiter.tryAcquire(`k${i}`, 10);
+    clock.advance(2000); // the per-second parts are full again; the hourly ones bind, active for an hour
+    peeks = 0;
+    for (let ms = 0; ms < 1000; ms++) {
+      clock.advance(1);
+      for (let i = 0; i < 10; i++) expect(limiter.tryAcquire(`new${ms}-${i}`).degraded).toBe('key-table-full');
+    }
+    expect(peeks).toBeLessThan(20 * 1000); // a few per resident key; once per key per ms was 2 000 000
   });
 
   it('removes only idle keys on evictIdle', () => {

@@ -136,6 +136,26 @@ describe('reconfigure', () => {
     expect(granted).toBe(100); // all within one hour: never more than the unchanged 100 per hour
   });
 
+  it('matches parts by kind, not position: the same composite listed in another order forgives nothing', () => {
+    const clock = new ManualClock();
+    const perSecond = () => new TokenBucket(Rule.perSecond(10));
+    const hourly = () => new SlidingWindowLog(Rule.perHour(100));
+    const limiter = new KeyedRateLimiter({ algorithm: () => new Composite([perSecond(), hourly()]), clock });
+    for (let s = 0; s < 6; s++) {
+      expect(limiter.tryAcquire('k', 10).allowed).toBe(true);
+      clock.advance(1000);
+    }
+    // The per-second part is full again; the hour counted 60. Listed the other way round, each part keeps its own.
+    limiter.reconfigure(() => new Composite([hourly(), perSecond()]));
+    expect(limiter.tryAcquire('k')).toMatchObject({ allowed: true, limit: 10, remaining: 9 });
+    for (const permits of [10, 10, 10, 9]) {
+      clock.advance(1000);
+      expect(limiter.tryAcquire('k', permits).allowed).toBe(true);
+    }
+    clock.advance(1000);
+    expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false, limit: 100, remaining: 0 }); // 100 in the hour
+  });
+
   it('carries a single algorithm into a composite: each new part takes what the old one used', () => {
     const clock = new ManualClock();
     const limiter = new KeyedRateLimiter({ algorithm: () => new SlidingWindowLog(Rule.perHour(100)), clock });

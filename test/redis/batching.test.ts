@@ -1,11 +1,11 @@
 // src/redis/coalescer.ts and batch-sender.ts, through RedisRateLimiter: the calls of one tick share
 // one script call, and each still gets its own answer, its own policy decision, its own bound.
 import { describe, expect, test } from 'vitest';
-import { KeyedRateLimiter, Rule, TokenBucket } from '../../src/index';
+import { type Decision, KeyedRateLimiter, Rule, TokenBucket } from '../../src/index';
 import { RedisRateLimiter, RedisTimeoutError } from '../../src/redis';
-import { useIoredis, redisPort, uniquePrefix } from './helpers/clients';
+import { algorithmNames } from './helpers/algorithms';
+import { useBothClients, useIoredis, redisPort, uniquePrefix } from './helpers/clients';
 import { countingClient } from './helpers/counting-client';
-import { rangeError } from '../../src/core/errors';
 
 const rule = new Rule(4, 1e12);
 
@@ -42,29 +42,49 @@ describe.skipIf(!redisPort)('batching', () => {
     ]);
   });
 
-  test('a failed batch answers each of its calls by the policy, for its own key and permits, and reports each', async () => {
-    const prefix = uniquePrefix('failed');
-    // A key holding a list makes the script fail with WRONGTYPE, and with it the whole batch.
-    await redis.rpush(`${prefix}token-bucket:4/1000:broken`, 'not a bucket');
-    const errors: [unknown, string][] = [];
-    const limiter = new RedisRateLimiter({
-      client: redis,
-      algorithm: 'token-bucket',
-      rule: Rule.perSecond(4),
-      onStoreError: 'allow',
-      prefix,
-      onError: (error, key) => errors.push([error, key]),
-    });
-    const decisions = await Promise.all([limiter.tryAcquire('healthy', 1), limiter.tryAcquire('broken', 3)]);
-    expect(decisions).toStrictEqual([
-      { allowed: true, limit: 4, remaining: 3, retryAfterMs: 0, resetAfterMs: 250, degraded: 'store-error' },
-      { allowed: true, limit: 4, remaining: 1, retryAfterMs: 0, resetAfterMs: 750, degraded: 'store-error' },
-    ]);
-    const wrongType = expect.objectContaining({ message: expect.stringContaining('WRONGTYPE') });
-    expect(errors).toEqual([
-      [wrongType, 'healthy'],
-      [wrongType, 'broken'],
-    ]);
+  describe('a key holding a foreign value fails its own decision only; the others of its batch decide normally', () => {
+    const clients = useBothClients();
+    /** Values a key under the prefix may hold that no script of this algorithm wrote. */
+    const foreign: [string, (key: string) => Promise<unknown>][] = [
+      ['a list', (key) => redis.rpush(key, 'not a state')],
+      ['a hash', (key) => redis.hset(key, 'field', 'value')],
+      ['a set', (key) => redis.sadd(key, 'member')],
+      ['a string of the wrong size', (key) => redis.set(key, 'seven b')],
+      ['a sorted set of foreign members', (key) => redis.zadd(key, 1, 'someone else')],
+    ];
+    for (const clientName of ['ioredis', 'node-redis'] as const) {
+      test.for(algorithmNames.flatMap((algorithm) => foreign.map(([what, write]) => [algorithm, what, write] as const)))(
+        `%s over ${clientName}: %s`,
+        async ([algorithm, , write]) => {
+          const prefix = uniquePrefix('foreign');
+          const errors: [unknown, string][] = [];
+          const options = { algorithm, rule: new Rule(2, 1e12), prefix } as const;
+          const limiter = new RedisRateLimiter({ ...options, client: clients[clientName], onStoreError: 'allow', onError: (error, key) => errors.push([error, key]) });
+          const twin = new RedisRateLimiter({ ...options, client: clients[clientName], onStoreError: 'deny', prefix: `${prefix}twin:` });
+          // alice is exhausted first, so that an 'allow' answer for her would show.
+          await limiter.tryAcquire('alice', 2);
+          await twin.tryAcquire('alice', 2);
+          const broken = `${prefix}${algorithm}:2/1000000000000:broken`;
+          await write(broken);
+          const calls = ['alice', 'bob', 'broken', 'carol', 'bob'];
+          const decisions = await Promise.all(calls.map((key) => limiter.tryAcquire(key)));
+          const expected = await Promise.all(calls.map((key) => twin.tryAcquire(key)));
+          const strip = (d: Decision) => ({ allowed: d.allowed, remaining: d.remaining, degraded: d.degraded });
+          expect(decisions.map(strip)).toEqual([
+            strip(expected[0]!),
+            strip(expected[1]!),
+            // Through the outage policy, as when Redis fails: 'allow' here.
+            { allowed: true, remaining: 1, degraded: 'store-error' },
+            strip(expected[3]!),
+            strip(expected[4]!),
+          ]);
+          expect(decisions.filter((d) => d.degraded !== undefined)).toHaveLength(1);
+          expect(errors).toEqual([[expect.objectContaining({ message: expect.stringMatching(/^ratekeeper: Redis failed on this key: /) }), 'broken']]);
+          // The failed decision wrote nothing: the foreign value is still there, untouched.
+          expect(await redis.type(broken)).not.toBe('none');
+        },
+      );
+    }
   });
 
   test('a batch that gets no answer times out as a whole: every call gets store-timeout within its bound', async () => {
@@ -100,16 +120,23 @@ describe.skipIf(!redisPort)('batching', () => {
     expect(decisions.map((decision) => decision.degraded)).toEqual(['store-error', 'store-error']);
   });
 
-  test('a fallback limiter that throws fails its own call only', async () => {
+  test('a fallback limiter that throws (a cost above its own limit) answers that call as deny would, and onError hears why', async () => {
     const fallback = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)) });
+    const errors: [string, string][] = [];
     const limiter = new RedisRateLimiter({
       client: { evalsha: () => Promise.reject(new Error('down')), eval: () => Promise.reject(new Error('down')) },
       algorithm: 'token-bucket',
       rule,
       onStoreError: fallback,
+      onError: (error, key) => errors.push([String(error), key]),
     });
-    const [small, large] = await Promise.allSettled([limiter.tryAcquire('a', 1), limiter.tryAcquire('b', 3)]);
-    expect(small).toMatchObject({ status: 'fulfilled', value: { allowed: true, degraded: 'store-error' } });
-    expect(large).toMatchObject({ status: 'rejected', reason: rangeError('ratekeeper: `permits` must be an integer from 1 to 2, got 3') });
+    const [small, large] = await Promise.all([limiter.tryAcquire('a', 1), limiter.tryAcquire('b', 3)]);
+    expect(small).toMatchObject({ allowed: true, limit: 2, degraded: 'store-error' });
+    expect(large).toStrictEqual({ allowed: false, limit: 4, remaining: 0, retryAfterMs: 750_000_000_000, resetAfterMs: 1e12, degraded: 'store-error' });
+    expect(errors).toEqual([
+      ['Error: down', 'a'],
+      ['Error: down', 'b'],
+      ['RangeError: ratekeeper: `permits` must be an integer from 1 to 2, got 3', 'b'],
+    ]);
   });
 });

@@ -1,6 +1,7 @@
 import { Cluster } from 'ioredis';
 import { createCluster } from 'redis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { typeError } from '../../src/core/errors';
 import { Rule } from '../../src/index';
 import { RedisRateLimiter } from '../../src/redis';
 import { hashSlot } from '../../src/redis/slot';
@@ -76,5 +77,42 @@ describe.skipIf(!redisPort)('Redis Cluster: batches of one hash slot, so no CROS
       [...keys, ...keys].forEach((key, i) => allowed.set(key, (allowed.get(key) ?? 0) + (decisions[i]!.allowed ? 1 : 0)));
       expect(new Set(allowed.values())).toEqual(new Set([2]));
     }
+  });
+
+  test.each(['app:', '{app}:', 'ключ:'])("%s as ioredis's keyPrefix: batches are grouped by the slot of the key the server sees, so never CROSSSLOT", async (keyPrefix) => {
+    const prefixed = new Cluster(cluster.ports.map((port) => ({ host: '127.0.0.1', port })), { keyPrefix });
+    try {
+      for (const algorithm of algorithmNames) {
+        const errors: unknown[] = [];
+        const prefix = uniquePrefix('key-prefix');
+        const limiter = new RedisRateLimiter({ client: prefixed, algorithm, rule: new Rule(2, 1e12), onStoreError: 'allow', prefix, timeoutMs: 5_000, onError: (error) => errors.push(error) });
+        // Keys that share a slot without ioredis's prefix, and so would be batched together were
+        // slots computed on the limiter's own keys.
+        const bySlot = new Map<number, string[]>();
+        for (let i = 0; i < 3_000; i++) {
+          // Random, not user-1, user-2...: CRC16 never maps keys of one length that differ in a few bits to one slot.
+          const key = `user-${Math.random().toString(36).slice(2)}`;
+          const slot = hashSlot(`${prefix}${algorithm}:2/1000000000000:${key}`);
+          bySlot.set(slot, [...(bySlot.get(slot) ?? []), key]);
+        }
+        const keys = [...bySlot.values()].filter((same) => same.length > 1).flat();
+        expect(keys.length).toBeGreaterThan(20);
+        const decisions = await Promise.all([...keys, ...keys, ...keys].map((key) => limiter.tryAcquire(key)));
+        expect(errors).toEqual([]);
+        expect(decisions.filter((decision) => decision.allowed)).toHaveLength(2 * keys.length);
+        // The keys really carry ioredis's prefix.
+        expect(await ioredis.exists(`${keyPrefix}${prefix}${algorithm}:2/1000000000000:${keys[0]}`)).toBe(1);
+      }
+    } finally {
+      prefixed.disconnect();
+    }
+  });
+
+  test("a Buffer keyPrefix, whose slots cannot be computed, is refused by the constructor", () => {
+    const buffered = new Cluster(cluster.ports.map((port) => ({ host: '127.0.0.1', port })), { keyPrefix: Buffer.from('app:') as unknown as string, lazyConnect: true });
+    expect(() => new RedisRateLimiter({ client: buffered, algorithm: 'fixed-window', rule: Rule.perSecond(1), onStoreError: 'deny' })).toThrow(
+      typeError("ratekeeper: the client's `keyPrefix` must be a string to compute hash slots, got an object; use RedisRateLimiter's `prefix` instead"),
+    );
+    buffered.disconnect();
   });
 });

@@ -1,8 +1,8 @@
 // The outage policy with an async fallback, and a caller's clock that misbehaves. No server needed:
 // the client is an adapter that fails, which is what an outage looks like from here.
 import { describe, expect, test } from 'vitest';
-import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter } from '../../src/index';
-import { RedisRateLimiter } from '../../src/redis';
+import { type AsyncRateLimiter, type Decision, KeyedRateLimiter, ManualClock, Rule, TokenBucket } from '../../src/index';
+import { RedisRateLimiter, RedisTimeoutError } from '../../src/redis';
 import { rangeError } from '../../src/core/errors';
 
 const down = { evalsha: () => Promise.reject(new Error('down')), eval: () => Promise.reject(new Error('down')) };
@@ -17,10 +17,50 @@ describe('an async limiter as the outage fallback', () => {
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 1000, degraded: 'store-error' });
   });
 
-  test('a failure of its own fails that call, and is never an unhandled rejection', async () => {
+  test('a failure of its own (a rejection) answers as deny would, marked degraded, and onError hears both causes', async () => {
     const failing: AsyncRateLimiter = { tryAcquire: () => Promise.reject(new Error('fallback down too')) };
-    const limiter = new RedisRateLimiter({ client: down, algorithm: 'fixed-window', rule: Rule.perSecond(5), onStoreError: failing });
-    await expect(limiter.tryAcquire('k')).rejects.toThrow('fallback down too');
+    const errors: string[] = [];
+    const limiter = new RedisRateLimiter({ client: down, algorithm: 'fixed-window', rule: Rule.perSecond(5), onStoreError: failing, onError: (error) => errors.push(String(error)) });
+    expect(await limiter.tryAcquire('k', 2)).toStrictEqual({ allowed: false, limit: 5, remaining: 0, retryAfterMs: 400, resetAfterMs: 1000, degraded: 'store-error' });
+    expect(errors).toEqual(['Error: down', 'Error: fallback down too']);
+  });
+
+  test('a fallback that never settles is bounded by timeoutMs, then answers as deny would', async () => {
+    const errors: unknown[] = [];
+    const limiter = new RedisRateLimiter({
+      client: down,
+      algorithm: 'token-bucket',
+      rule: Rule.perSecond(5),
+      onStoreError: { tryAcquire: () => new Promise<never>(() => {}) },
+      timeoutMs: 50,
+      onError: (error) => errors.push(error),
+    });
+    const started = performance.now();
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 200, degraded: 'store-error' });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(49);
+    expect(errors[1]).toBeInstanceOf(RedisTimeoutError);
+    expect(String(errors[1])).toBe('RedisTimeoutError: ratekeeper: the fallback limiter did not answer within 50 ms');
+  });
+
+  test('a thenable that is not a native Promise is awaited like one', async () => {
+    const thenable: AsyncRateLimiter = {
+      tryAcquire: (key, permits) => ({ then: (resolve: (d: Decision) => void) => resolve(local.tryAcquire(key, permits)) }) as unknown as Promise<Decision>,
+    };
+    const limiter = new RedisRateLimiter({ client: down, algorithm: 'token-bucket', rule: Rule.perSecond(5), onStoreError: thenable });
+    expect(await limiter.tryAcquire('thenable')).toStrictEqual({ allowed: true, limit: 1, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, degraded: 'store-error' });
+  });
+
+  test('an answer that is not a decision answers as deny would', async () => {
+    const errors: string[] = [];
+    const limiter = new RedisRateLimiter({
+      client: down,
+      algorithm: 'token-bucket',
+      rule: Rule.perSecond(5),
+      onStoreError: { tryAcquire: async () => ({ ok: true }) as unknown as Decision },
+      onError: (error) => errors.push(String(error)),
+    });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, degraded: 'store-error' });
+    expect(errors[1]).toBe('TypeError: ratekeeper: the fallback limiter answered an object, not a Decision');
   });
 });
 

@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type Decision, ManualClock, Rule } from '../../src/index';
 import { type RedisClientLike, RedisRateLimiter, type RedisRateLimiterOptions } from '../../src/redis';
+import { toScriptClient as toScriptClientForTest } from '../../src/redis/client';
 import { plans } from '../../src/redis/scripts';
 import { algorithmNames } from './helpers/algorithms';
 import { ioredisClient, type NodeRedis, nodeRedisClient, redisPort, uniquePrefix } from './helpers/clients';
@@ -194,13 +195,24 @@ describe.skipIf(!redisPort)('RedisRateLimiter', () => {
       expect(await redis.zcard(`${prefix}sliding-window-log:3/10000:k`)).toBe(1);
     });
 
-    test('the log takes a request for thousands of permits in one go', async () => {
+    test('the log keeps one member per grant, whatever its size (a million permits cost one), and grants of one time share it', async () => {
       const prefix = uniquePrefix('large');
-      const limiter = new RedisRateLimiter({ client: redis, algorithm: 'sliding-window-log', rule: Rule.perMinute(5_000), onStoreError: 'deny', prefix });
-      expect(await limiter.tryAcquire('k', 4_999)).toMatchObject({ allowed: true, remaining: 1 });
-      expect(await limiter.tryAcquire('k', 2)).toMatchObject({ allowed: false, remaining: 1 });
-      expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 0 });
-      expect(await redis.zcard(`${prefix}sliding-window-log:5000/60000:k`)).toBe(5_000);
+      const clock = new ManualClock(1_700_000_000_000);
+      const limiter = new RedisRateLimiter({ client: redis, algorithm: 'sliding-window-log', rule: Rule.perMinute(2_000_000), onStoreError: 'deny', prefix, clock, timeoutMs: 5_000 });
+      const key = `${prefix}sliding-window-log:2000000/60000:k`;
+      expect(await limiter.tryAcquire('k', 1_999_990)).toMatchObject({ allowed: true, remaining: 10 });
+      clock.advance(1);
+      expect(await limiter.tryAcquire('k', 11)).toMatchObject({ allowed: false, remaining: 10 });
+      expect(await limiter.tryAcquire('k', 3)).toMatchObject({ allowed: true, remaining: 7 });
+      expect(await redis.zcard(key)).toBe(2);
+      // Per permit, this was ~250 MB; per grant it is a few dozen bytes.
+      expect(await redis.memory('USAGE', key)).toBeLessThan(1_000);
+      expect(await Promise.all([1, 2, 3].map((permits) => limiter.tryAcquire('k', permits)))).toMatchObject([{ remaining: 6 }, { remaining: 4 }, { remaining: 1 }]);
+      expect(await redis.zcard(key)).toBe(2);
+      clock.advance(59_999);
+      // The first grant has left; the second, with its six later permits, leaves at once in 1 ms.
+      expect(await limiter.tryAcquire('k', 3)).toMatchObject({ allowed: true, remaining: 1_999_988 });
+      expect(await limiter.tryAcquire('k', 1_999_989)).toMatchObject({ allowed: false, remaining: 1_999_988, retryAfterMs: 1 });
     });
   });
 
@@ -228,6 +240,44 @@ describe.skipIf(!redisPort)('RedisRateLimiter', () => {
     await redis.script('FLUSH');
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 0 });
     expect((await limiter.tryAcquire('k')).degraded).toBeUndefined();
+  });
+
+  test.each([
+    ['ioredis', () => redis],
+    ['node-redis', () => nodeRedis],
+  ])('%s: calls on one key keep their order through a NOSCRIPT reload, even when a later call finds the script loaded', async (_name, real) => {
+    // The documented adapter over a real client, with a caller arriving at the moment a reload
+    // goes out: by then the script is on its way into the cache, so that caller's EVALSHA would
+    // succeed before the earlier caller's resent EVAL.
+    const inner = toScriptClientForTest(real());
+    let arriving: (() => void) | undefined;
+    const client = {
+      evalsha: inner.evalsha,
+      eval: (script: string, keys: string[], args: string[]) => {
+        const reply = inner.eval(script, keys, args);
+        const caller = arriving;
+        arriving = undefined;
+        caller?.();
+        return reply;
+      },
+    };
+    for (const batch of [false, true]) {
+      const limiter = new RedisRateLimiter({ client, algorithm: 'fixed-window', rule: new Rule(1, 1e12), onStoreError: 'deny', prefix: uniquePrefix('reload-order'), batch });
+      await redis.script('FLUSH');
+      const order: string[] = [];
+      let second: Promise<Decision> | undefined;
+      arriving = () => {
+        second = limiter.tryAcquire('k').then((d) => (order.push('second'), d));
+      };
+      const other = limiter.tryAcquire('other');
+      // Sent apart from 'other' (a batch of its own when batching), before any NOSCRIPT is back.
+      await Promise.resolve();
+      const first = limiter.tryAcquire('k').then((d) => (order.push('first'), d));
+      await other;
+      expect(await first).toStrictEqual({ allowed: true, limit: 1, remaining: 0, retryAfterMs: 0, resetAfterMs: expect.any(Number) });
+      expect(await second!).toStrictEqual({ allowed: false, limit: 1, remaining: 0, retryAfterMs: expect.any(Number), resetAfterMs: expect.any(Number) });
+      expect(order).toEqual(['first', 'second']);
+    }
   });
 
   test('one round trip per decision once the script is cached: EVALSHA only', async () => {

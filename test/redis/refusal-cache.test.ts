@@ -11,10 +11,11 @@ describe.skipIf(!redisPort)('the refusal cache answers a refused key locally unt
   function setup(refusalCache: NonNullable<RedisRateLimiterOptions['refusalCache']>, algorithm: RedisRateLimiterOptions['algorithm'] = 'token-bucket') {
     const clock = new ManualClock(1_000_000);
     const client = countingClient(redis);
-    const options = { algorithm, rule: new Rule(2, 10_000), onStoreError: 'deny', clock, prefix: uniquePrefix('refusals') } as const;
+    const prefix = uniquePrefix('refusals');
+    const options = { algorithm, rule: new Rule(2, 10_000), onStoreError: 'deny', clock, prefix } as const;
     const cached = new RedisRateLimiter({ ...options, client, refusalCache });
     const uncached = new RedisRateLimiter({ ...options, client: redis });
-    return { clock, sent: client.sent, cached, uncached };
+    return { clock, sent: client.sent, cached, uncached, prefix };
   }
 
   test('until T no round trip, with the same retryAfterMs Redis would give; at T Redis decides again', async () => {
@@ -72,5 +73,21 @@ describe.skipIf(!redisPort)('the refusal cache answers a refused key locally unt
     expect(client.sent).toHaveLength(2);
     await new Promise((resolve) => setTimeout(resolve, local.retryAfterMs + 20));
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true });
+  });
+
+  test('when Redis loses the key (FLUSHALL, DEL, a restart without persistence) the local refusal still lasts until T, never longer', async () => {
+    const { clock, sent, cached, uncached, prefix } = setup(true);
+    await cached.tryAcquire('k', 2);
+    expect(await cached.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 5_000 });
+    const trips = sent.length;
+    // The data is gone, as after a FLUSHALL: a DEL of the key, so that the test files sharing this server keep theirs.
+    expect(await redis.del(`${prefix}token-bucket:2/10000:k`)).toBe(1);
+    clock.advance(4_999);
+    // Redis would start the key over; this server keeps the refusal it was given, to its end.
+    expect(await uncached.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 1 });
+    expect(await cached.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 1 });
+    expect(sent).toHaveLength(trips);
+    clock.advance(1);
+    expect(await cached.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 0 });
   });
 });

@@ -15,7 +15,7 @@ import {
 } from '../../src/index';
 import { addressKey, fastifyRateLimit, honoRateLimit, nodeRateLimit, rateLimitHeaders, withRateLimit } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
-import { expectOutcome, isFiniteNumber, isIntegerIn, isObject, isString, never, optional, show, twins, VALUES } from './support';
+import { expectOutcome, isFiniteNumber, isIntegerIn, isObject, isReading, isString, never, optional, show, twins, VALUES } from './support';
 import { rangeError, typeError } from '../../src/core/errors';
 
 // Every public function and constructor not covered by bad-input.test.ts, tried with every value of
@@ -94,7 +94,7 @@ const limiterRows: Row[] = [
       }
     },
   },
-  { name: 'a clock reading', field: '`nowMs`', accepts: isFiniteNumber, call: (v) => {
+  { name: 'a clock reading', field: '`nowMs`', accepts: isReading, call: (v) => {
     const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(1)), clock: { now: () => v as number } });
     return limiter.tryAcquire('k');
   } },
@@ -206,6 +206,7 @@ describe('RedisRateLimiter: options and calls under bad values; a refused call s
     ['rule', '`', never], // a non-object names `rule`; an object is read as a Rule and names `limit`
     ['onStoreError', '`onStoreError`', never],
     ['prefix', '`prefix`', optional(isString)],
+    ['name', '`name`', optional((v) => isString(v) && v !== '')],
     ['clock', '`clock`', (v) => v === undefined],
     ['timeoutMs', '`timeoutMs`', optional((v) => v === Infinity || isIntegerIn(1, 2 ** 31 - 1)(v))],
     ['onError', '`onError`', (v) => v === undefined],

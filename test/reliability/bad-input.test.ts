@@ -91,6 +91,20 @@ describe('a clock that misbehaves', () => {
     expect(limiter.tryAcquire('a')).toMatchObject({ allowed: true, remaining: 1 });
   });
 
+  it('refuses a reading past 2^53 (a nanosecond clock read as milliseconds), which no decision could be exact for', () => {
+    let reading = 1.76e18;
+    const clock: Clock = { now: () => reading };
+    const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(5)), clock });
+    expect(() => limiter.tryAcquire('a')).toThrow(
+      rangeError('ratekeeper: `nowMs` must be a reading in milliseconds from -(2^53 - 1) to 2^53 - 1, got 1760000000000000000'),
+    );
+    reading = -(2 ** 53);
+    expect(() => limiter.tryAcquire('a')).toThrow(RangeError);
+    expect(limiter.size).toBe(0);
+    reading = Number.MAX_SAFE_INTEGER;
+    expect(limiter.tryAcquire('a')).toMatchObject({ allowed: true, remaining: 4, resetAfterMs: 12_000 });
+  });
+
   it('that runs backwards grants nothing extra', () => {
     const clock = new ManualClock(10_000);
     const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)), clock });

@@ -71,7 +71,7 @@ describe('core options, fuzzed', () => {
 });
 
 describe('RedisRateLimiter options, fuzzed', () => {
-  const REDIS = ['client', 'algorithm', 'rule', 'onStoreError', 'prefix', 'clock', 'timeoutMs', 'onError', 'refusalCache', 'batch'];
+  const REDIS = ['client', 'algorithm', 'rule', 'onStoreError', 'prefix', 'name', 'clock', 'timeoutMs', 'onError', 'refusalCache', 'batch'];
   const client = { evalsha: () => Promise.reject(new Error('no server')), eval: () => Promise.reject(new Error('no server')) };
   const base = { client, algorithm: 'fixed-window', rule: Rule.perSecond(3), onStoreError: 'allow' };
   // A null-prototype `algorithm` is a known bug in src/redis (see bad-input-table.test.ts): left out here.

@@ -49,6 +49,8 @@ export function show(value: unknown): string {
 
 export const isString = (v: unknown): boolean => typeof v === 'string';
 export const isFiniteNumber = (v: unknown): boolean => typeof v === 'number' && Number.isFinite(v);
+/** A clock reading the algorithms accept: a number within ±(2^53 − 1) ms, past which no decision is exact. */
+export const isReading = (v: unknown): boolean => isFiniteNumber(v) && Math.abs(v as number) <= Number.MAX_SAFE_INTEGER;
 export const isIntegerIn = (min: number, max: number) => (v: unknown): boolean => Number.isInteger(v) && (v as number) >= min && (v as number) <= max;
 export const isObject = (v: unknown): boolean => v !== null && typeof v === 'object';
 export const optional = (accepts: (v: unknown) => boolean) => (v: unknown): boolean => v === undefined || accepts(v);

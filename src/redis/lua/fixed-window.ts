@@ -11,7 +11,7 @@ local limit, window_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
 local function decide(key, now, permits)
   local stored, count = -math.huge, 0
   local state = redis.call('GET', key)
-  if state then stored, count = struct.unpack('<dd', state) end
+  if state then stored, count = unpacked(state, '<dd', 16) end
   -- A reading from an earlier window than the stored one counts as no time passing.
   local window = floor_div(now, window_ms)
   if window < stored then window = stored end
@@ -20,7 +20,7 @@ local function decide(key, now, permits)
   if window == stored then used = count end
   local until_next = math.ceil((window + 1) * window_ms - at)
   if used + permits > limit then
-    return limit - used, until_next, until_next
+    return false, limit - used, until_next, until_next
   end
   if window == stored then
     -- The window's first grant set the expiry to its end: keep it, and overwrite in place.
@@ -28,6 +28,6 @@ local function decide(key, now, permits)
   else
     redis.call('SET', key, struct.pack('<dd', window, used + permits), 'PX', ms(until_next))
   end
-  return limit - used - permits, 0, until_next
+  return true, limit - used - permits, 0, until_next
 end
 `;

@@ -3,7 +3,7 @@
 
 /**
  * Helpers defined once per script run, not once per decision. `ms` writes a whole number of ms for
- * PX and PEXPIRE.
+ * PX and PEXPIRE; `unpacked` reads a packed state, checking its size.
  *
  * State kept in a string is packed with `struct` as little-endian doubles: exact, as text written
  * with '%.17g' would be (Lua's `tostring` keeps only 14 digits), at a fraction of the cost, and
@@ -12,6 +12,13 @@
 export const PRELUDE = `
 local function ms(x)
   return string.format('%d', x)
+end
+
+-- The doubles a script packed into a key; anything else under the key (another script's state,
+-- a value someone else wrote) fails this key's decision alone.
+local function unpacked(state, format, bytes)
+  if #state ~= bytes then error('ratekeeper: the key holds ' .. #state .. ' bytes, not a state of this algorithm') end
+  return struct.unpack(format, state)
 end
 `;
 

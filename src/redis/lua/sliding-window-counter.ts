@@ -34,7 +34,7 @@ end
 local function decide(key, now, permits)
   local stored, stored_previous, stored_current, stored_offset = -math.huge, 0, 0, 0
   local state = redis.call('GET', key)
-  if state then stored, stored_previous, stored_current, stored_offset = struct.unpack('<dddd', state) end
+  if state then stored, stored_previous, stored_current, stored_offset = unpacked(state, '<dddd', 32) end
   -- A reading earlier than the latest grant counts as no time passing.
   local window = floor_div(now, w)
   local elapsed = now - window * w
@@ -51,7 +51,7 @@ local function decide(key, now, permits)
   -- Whole permits left: the limit less the count and the previous window's weight, rounded up.
   local available = limit - current - mul_div_ceil(previous, w - elapsed, w)
   if available < permits then
-    return math.max(0, available), retry_after(permits, previous, current, elapsed), reset_after(previous, current, elapsed)
+    return false, math.max(0, available), retry_after(permits, previous, current, elapsed), reset_after(previous, current, elapsed)
   end
   local reset = reset_after(previous, current + permits, elapsed)
   if window == stored then
@@ -60,6 +60,6 @@ local function decide(key, now, permits)
   else
     redis.call('SET', key, struct.pack('<dddd', window, previous, current + permits, elapsed), 'PX', ms(reset))
   end
-  return available - permits, 0, reset
+  return true, available - permits, 0, reset
 end
 `;

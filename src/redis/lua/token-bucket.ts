@@ -42,11 +42,11 @@ end
 local function decide_wide(key, now, permits, server_now)
   local tokens, partial, last, expires = limit, 0, now, 0
   local state = redis.call('GET', key)
-  if state then tokens, partial, last, expires = struct.unpack('<dddd', state) end
+  if state then tokens, partial, last, expires = unpacked(state, '<dddd', 32) end
   if now < last then now = last end
   tokens, partial = refill_wide(tokens, partial, now - last)
   if tokens < permits then
-    return tokens, until_tokens(permits, tokens, partial), until_tokens(limit, tokens, partial)
+    return false, tokens, until_tokens(permits, tokens, partial), until_tokens(limit, tokens, partial)
   end
   local left = tokens - permits
   local reset = until_tokens(limit, left, partial)
@@ -55,7 +55,7 @@ local function decide_wide(key, now, permits, server_now)
   else
     redis.call('SET', key, struct.pack('<dddd', left, partial, now, server_now + reset + slack - 1), 'PX', ms(reset + slack))
   end
-  return left, 0, reset
+  return true, left, 0, reset
 end
 
 local function decide(key, now, permits, server_now)
@@ -63,14 +63,14 @@ local function decide(key, now, permits, server_now)
   -- A missing key is a full bucket: the key expires only once the bucket has refilled.
   local units, last, expires = capacity, now, 0
   local state = redis.call('GET', key)
-  if state then units, last, expires = struct.unpack('<ddd', state) end
+  if state then units, last, expires = unpacked(state, '<ddd', 24) end
   -- A reading earlier than the last one counts as no time passing.
   if now < last then now = last end
   local refilled = units + (now - last) * per_ms
   if refilled < capacity then units = refilled else units = capacity end
   local cost = permits * per_token
   if units < cost then
-    return floor_div(units, per_token), ceil_div(cost - units, per_ms), ceil_div(capacity - units, per_ms)
+    return false, floor_div(units, per_token), ceil_div(cost - units, per_ms), ceil_div(capacity - units, per_ms)
   end
   local left = units - cost
   local reset = ceil_div(capacity - left, per_ms)
@@ -80,6 +80,6 @@ local function decide(key, now, permits, server_now)
     -- Recorded 1 ms short: Redis may count the expiry from a millisecond before server_now.
     redis.call('SET', key, struct.pack('<ddd', left, now, server_now + reset + slack - 1), 'PX', ms(reset + slack))
   end
-  return floor_div(left, per_token), 0, reset
+  return true, floor_div(left, per_token), 0, reset
 end
 `;

@@ -1,6 +1,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { createClient } from 'redis';
-import { afterAll, inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
+import type { RedisClientLike } from '../../../src/redis';
 
 /** The port of the shared redis-server, or 0 when redis-server is missing (the suites skip). */
 export const redisPort = inject('redisPort');
@@ -35,4 +36,23 @@ export function useIoredis(): Redis {
   const client = ioredisClient(redisPort, { lazyConnect: true });
   afterAll(() => client.disconnect());
   return client;
+}
+
+/**
+ * Opens one ioredis and one node-redis client for the enclosing describe block and closes them
+ * after it: suites that must hold for both clients loop over the names.
+ */
+export function useBothClients(): Record<'ioredis' | 'node-redis', RedisClientLike> {
+  const clients = {} as Record<'ioredis' | 'node-redis', RedisClientLike>;
+  let io: Redis;
+  let nodeRedis: NodeRedis;
+  beforeAll(async () => {
+    clients.ioredis = io = ioredisClient();
+    clients['node-redis'] = nodeRedis = await nodeRedisClient();
+  });
+  afterAll(async () => {
+    io.disconnect();
+    await nodeRedis.close();
+  });
+  return clients;
 }

@@ -1,0 +1,3 @@
+export { SharedKeyedRateLimiter } from './shared/shared-keyed-rate-limiter';
+export type { SharedKeyedRateLimiterOptions, SharedAttachOptions } from './shared/shared-keyed-rate-limiter';
+export type { SharedAlgorithm } from './shared/layout';

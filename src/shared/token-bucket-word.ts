@@ -1,0 +1,98 @@
+import { scaledUnits } from '../algorithms/token-bucket';
+import { allow, reject, type Decision } from '../core/decision';
+import { ceilDiv, floorDiv } from '../core/exact';
+import type { Rule } from '../core/rule';
+import type { SharedState } from './state';
+
+/**
+ * A token bucket (and leaky bucket, which decides alike) in one 64-bit word: X, the point in scaled
+ * units (as `TokenBucket` counts them: `perMs` per ms, `perToken` per token) at which the bucket is
+ * full again, counted from the buffer's creation. The GCRA form: at `now` the bucket holds
+ * `capacity - max(0, X - now·perMs)` units; a grant of `cost` units sets X to `max(X, now·perMs) + cost`.
+ * Zero is a full bucket, so a fresh slot needs no set-up; a refusal writes nothing; a reading
+ * earlier than X only ever sees fewer tokens.
+ *
+ * The word is exact while `uptime·perMs + capacity < 2^64` (layout.ts refuses rules that would not
+ * last ten years): `Rule(1e9, 1000)` lasts 584 years, `perSecond(10)` for ever. The word is read and
+ * swapped as a BigInt; what is measured against the capacity (at most twice it) is counted in plain
+ * numbers when the capacity is below 2^52, the common case and 2-3x faster, else in BigInt.
+ */
+export class TokenBucketWord implements SharedState {
+  readonly #words: BigUint64Array;
+  readonly #state: (slot: number) => number;
+  readonly #limit: number;
+  readonly #perMs: bigint;
+  readonly #perToken: bigint;
+  readonly #capacity: bigint;
+  /** The same numbers as plain numbers, when the capacity is below 2^52 (so twice it is exact). */
+  readonly #narrow: { perMs: number; perToken: number; capacity: number } | undefined;
+  /** The last reading and its scaled units: a hot key is asked many times per millisecond. */
+  #lastNow = -1;
+  #lastUnits = 0n;
+
+  constructor(words: BigUint64Array, state: (slot: number) => number, rule: Rule) {
+    const { perMs, perToken, limit } = scaledUnits(rule);
+    this.#words = words;
+    this.#state = state;
+    this.#limit = limit;
+    this.#perMs = BigInt(perMs);
+    this.#perToken = BigInt(perToken);
+    this.#capacity = BigInt(limit) * this.#perToken;
+    this.#narrow = this.#capacity < 1n << 52n ? { perMs, perToken, capacity: limit * perToken } : undefined;
+  }
+
+  decide(slot: number, now: number, permits: number, spend: boolean): Decision {
+    if (now !== this.#lastNow) {
+      this.#lastUnits = BigInt(now) * this.#perMs;
+      this.#lastNow = now;
+    }
+    const narrow = this.#narrow;
+    if (narrow === undefined) return this.#decideWide(slot, this.#lastUnits, permits, spend);
+    const words = this.#words;
+    const at = this.#state(slot);
+    const n = this.#lastUnits;
+    const cost = permits * narrow.perToken;
+    for (;;) {
+      const x = Atomics.load(words, at);
+      const debt = x > n ? Number(x - n) : 0; // units spent and not yet refilled
+      const used = debt + cost;
+      if (used > narrow.capacity) {
+        return reject(this.#limit, floorDiv(narrow.capacity - debt, narrow.perToken), ceilDiv(used - narrow.capacity, narrow.perMs), ceilDiv(debt, narrow.perMs));
+      }
+      if (!spend || Atomics.compareExchange(words, at, x, (x > n ? x : n) + BigInt(cost)) === x) {
+        return allow(this.#limit, floorDiv(narrow.capacity - used, narrow.perToken), ceilDiv(used, narrow.perMs));
+      }
+    }
+  }
+
+  /** The same decision in BigInt throughout, for a capacity of 2^52 units or more. */
+  #decideWide(slot: number, n: bigint, permits: number, spend: boolean): Decision {
+    const words = this.#words;
+    const at = this.#state(slot);
+    const perMs = this.#perMs;
+    const perToken = this.#perToken;
+    const capacity = this.#capacity;
+    const cost = BigInt(permits) * perToken;
+    for (;;) {
+      const x = Atomics.load(words, at);
+      const base = x > n ? x : n;
+      const used = base - n + cost; // units spent once this request is granted
+      if (used > capacity) {
+        const debt = base - n;
+        return reject(this.#limit, Number((capacity - debt) / perToken), ceil(used - capacity, perMs), ceil(debt, perMs));
+      }
+      if (!spend || Atomics.compareExchange(words, at, x, base + cost) === x) {
+        return allow(this.#limit, Number((capacity - used) / perToken), ceil(used, perMs));
+      }
+    }
+  }
+
+  isIdle(slot: number, now: number): boolean {
+    return Atomics.load(this.#words, this.#state(slot)) <= BigInt(now) * this.#perMs;
+  }
+}
+
+/** ⌈a / d⌉ for a >= 0, as a number. */
+function ceil(a: bigint, d: bigint): number {
+  return Number((a + d - 1n) / d);
+}
