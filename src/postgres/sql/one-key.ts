@@ -10,8 +10,8 @@
 // - a grant updates the row, or inserts it when the key was absent (ON CONFLICT DO NOTHING); a
 //   refusal writes nothing. When another caller inserted the key meanwhile the reply is null, and
 //   the statement runs again (a new snapshot, which sees that row), as `ratekeeper_decide` loops;
-// - an insert reclaims up to two expired rows that no one holds (SKIP LOCKED), after the insert
-//   (the DELETE reads `inserted`), so it never holds a row while waiting for another.
+// - after an insert, the function reclaims up to two expired rows that no one holds (SKIP LOCKED):
+//   last, so it never holds a row while waiting for another.
 //
 // The statement is the whole body of one small PL/pgSQL function per algorithm, for one reason:
 // PL/pgSQL keeps the statement's plan for the session, while the same statement sent unnamed is
@@ -116,18 +116,19 @@ function statement(schema: string, codec: keyof typeof codecs): string {
 ), inserted AS (
   INSERT INTO ${table} (key, state, expires_at) SELECT $1, next_state, until FROM step WHERE next_state IS NOT NULL AND expires_at IS NULL
   ON CONFLICT (key) DO NOTHING RETURNING 1
-), reclaimed AS (
-  DELETE FROM ${table} WHERE ctid = ANY (ARRAY(
-    SELECT ctid FROM ${table} WHERE EXISTS (SELECT FROM inserted) AND expires_at <= (SELECT server_now FROM step) ORDER BY expires_at LIMIT 2 FOR UPDATE SKIP LOCKED))
 )
 SELECT CASE WHEN next_state IS NOT NULL AND expires_at IS NULL AND NOT EXISTS (SELECT FROM inserted) THEN NULL
-  ELSE ARRAY[remaining, retry_after, reset_after] END FROM step`;
+  ELSE ARRAY[remaining, retry_after, reset_after] END, EXISTS (SELECT FROM inserted), server_now FROM step`;
 }
 
 /** The function deciding one key with `codec`: `ratekeeper_acquire_token_bucket` and so on. */
 export const oneKeyFunction = (codec: keyof typeof codecs): string => `ratekeeper_acquire_${codec.replaceAll('-', '_')}`;
 
-/** The one-key functions, one per codec, each returning {remaining, retryAfterMs (0: allowed), resetAfterMs}. */
+/**
+ * The one-key functions, one per codec, each returning {remaining, retryAfterMs (0: allowed),
+ * resetAfterMs}. The reclaim runs as its own statement, only after an insert: inside the decision's
+ * statement it cost about a fifth of every call, insert or not.
+ */
 export const ONE_KEY = (schema: string): string =>
   (Object.keys(codecs) as (keyof typeof codecs)[])
     .map(
@@ -136,14 +137,20 @@ CREATE OR REPLACE FUNCTION ${schema}.${oneKeyFunction(codec)}(text, numeric, num
 LANGUAGE plpgsql VOLATILE
 AS $fn$
 DECLARE
-  reply numeric[];
+  answer numeric[];
+  added boolean;
+  read_at bigint;
 BEGIN
   LOOP
     ${statement(schema, codec)}
-    INTO reply;
-    EXIT WHEN reply IS NOT NULL;
+    INTO answer, added, read_at;
+    EXIT WHEN answer IS NOT NULL;
   END LOOP;
-  RETURN reply;
+  IF added THEN
+    DELETE FROM ${schema}.ratekeeper_state WHERE ctid = ANY (ARRAY(
+      SELECT ctid FROM ${schema}.ratekeeper_state WHERE expires_at <= read_at ORDER BY expires_at LIMIT 2 FOR UPDATE SKIP LOCKED));
+  END IF;
+  RETURN answer;
 END $fn$;
 `,
     )
