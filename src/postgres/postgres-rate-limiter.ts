@@ -18,6 +18,7 @@ import { type Batch, KeyOrder } from './key-order';
 import { quotedSchema } from './migrate';
 import type { PostgresRateLimiterOptions } from './options';
 import { type PostgresAlgorithm, sqlPlans } from './plans';
+import { oneKeyFunction } from './sql/one-key';
 import { PostgresTimeoutError } from './timeout-error';
 
 /**
@@ -69,6 +70,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   readonly rule: Rule;
   readonly #query: Query;
   readonly #statement: string;
+  readonly #oneKeyStatement: string;
   readonly #codec: string;
   readonly #ruleArgs: string;
   readonly #algorithm: PostgresAlgorithm;
@@ -98,6 +100,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     const plan = sqlPlans[algorithm];
     const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
     this.#statement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], 'acquire') AS r`;
+    this.#oneKeyStatement = `SELECT ${quotedSchema(schema)}.${oneKeyFunction(plan.codec)}($1::text, $2::numeric, $3::numeric, $4::numeric[]) AS r`;
     if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
     this.#algorithm = algorithm;
     this.#schema = schema ?? 'ratekeeper';
@@ -196,14 +199,23 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.#order.add(batch);
   };
 
-  /** Sends a batch as one statement, and answers each call from the reply or, failing that, from the outage policy. */
+  /**
+   * Sends a batch as one statement, and answers each call from the reply or, failing that, from
+   * the outage policy. A batch of one call (the usual one) takes the algorithm's one-key function,
+   * a single SQL statement; a longer batch takes `ratekeeper_decide`, which locks its keys in order.
+   */
   readonly #send = (batch: CallBatch): void => {
     const { calls, deadline } = batch;
     const callerClock = calls[0]!.now !== undefined;
-    const values = [this.#codec, this.#ruleArgs, textArray(calls), `{${calls.map((call) => call.permits).join(',')}}`, callerClock ? `{${calls.map((call) => call.now).join(',')}}` : null];
     let sent: Promise<readonly unknown[]>;
     try {
-      sent = this.#query(this.#statement, values);
+      if (calls.length === 1) {
+        const [{ rowKey, permits, now }] = calls as [Call];
+        sent = this.#query(this.#oneKeyStatement, [rowKey, permits, callerClock ? now : null, this.#ruleArgs]);
+      } else {
+        const values = [this.#codec, this.#ruleArgs, textArray(calls), `{${calls.map((call) => call.permits).join(',')}}`, callerClock ? `{${calls.map((call) => call.now).join(',')}}` : null];
+        sent = this.#query(this.#statement, values);
+      }
     } catch (error) {
       // A client that throws instead of rejecting fails the same way.
       sent = Promise.reject(error);

@@ -1,4 +1,5 @@
 import { DIVISION, FIXED_WINDOW, SLIDING_WINDOW_COUNTER, SLIDING_WINDOW_LOG, TOKEN_BUCKET } from './algorithms';
+import { ONE_KEY } from './one-key';
 
 /**
  * The table: one row per key, the algorithm's state as `numeric[]` (see ./algorithms.ts) and the
@@ -120,5 +121,6 @@ export function migration(schema: string): string {
     SLIDING_WINDOW_LOG(schema),
     SLIDING_WINDOW_COUNTER(schema),
     DECIDE(schema),
+    ONE_KEY(schema),
   ].join('\n');
 }
