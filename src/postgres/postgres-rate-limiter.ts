@@ -17,7 +17,7 @@ import { type Query, toQuery } from './client';
 import { type Batch, KeyOrder } from './key-order';
 import { quotedSchema } from './migrate';
 import type { PostgresRateLimiterOptions } from './options';
-import { type PostgresAlgorithm, sqlPlans } from './plans';
+import { expirySlackMs, type PostgresAlgorithm, sqlPlans } from './plans';
 import { oneKeyFunction } from './sql/one-key';
 import { PostgresTimeoutError } from './timeout-error';
 
@@ -110,7 +110,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.#clock = clock;
     this.#timeoutMs = timeoutMs;
     this.#codec = plan.codec;
-    this.#ruleArgs = `{${plan.ruleArgs(this.rule).join(',')}}`;
+    this.#ruleArgs = `{${[...plan.ruleArgs(this.rule), expirySlackMs(this.rule)].join(',')}}`;
     this.#timeouts = new Timeouts(timeoutMs, (ms) => new PostgresTimeoutError(ms));
     this.#fallback = (error, call) => {
       report(onError, error, call.key);

@@ -109,7 +109,7 @@ function statement(schema: string, codec: keyof typeof codecs): string {
   FROM (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS server_now FROM (SELECT count(*) FROM old) AS locked) c
   LEFT JOIN old ON true
 ), step AS MATERIALIZED (
-  SELECT d.*, (ceil((d.server_now + d.reset_after) / 1000.0) * 1000)::bigint AS until FROM (${codecs[codec](schema)}) d
+  SELECT d.*, (ceil((d.server_now + d.reset_after + $4[array_upper($4, 1)]) / 1000.0) * 1000)::bigint AS until FROM (${codecs[codec](schema)}) d
 ), updated AS (
   UPDATE ${table} t SET state = step.next_state, expires_at = greatest(t.expires_at, step.until)
   FROM step WHERE t.key = $1 AND step.next_state IS NOT NULL AND step.expires_at IS NOT NULL
