@@ -24,8 +24,9 @@ import { CallTimeouts } from './timeout';
 
 /**
  * The most decisions one script call carries: enough to spread the cost of a call thin, few enough
- * that one script holds Redis for only about a hundred microseconds, and that with dozens of calls
- * in flight the next batch travels while Redis runs the previous one (measured: 32 beats 16 and 64).
+ * that one script holds Redis (and its other clients) for only 50-100 µs. More calls waiting go as
+ * several script calls of one round, back to back. Measured (docs/redis.md, "When calls are
+ * batched"): 64 saved no CPU per decision over 32.
  */
 const MAX_BATCH = 32;
 
@@ -35,9 +36,9 @@ const ALONE = new Flight();
 /**
  * One shared rate limit per key across every server that talks to the same Redis. Each decision is
  * atomic in a Lua script, timed by the server's clock, and decided exactly as the in-memory
- * algorithm of the same name would. The decisions asked for in one tick travel together in one
- * script call (on a Redis Cluster, those whose keys share a hash slot), each deciding as if sent
- * alone in the order asked.
+ * algorithm of the same name would. A call that finds nothing in flight goes at once; the calls
+ * made while a round of script calls is in flight, in whatever tick, go together in the next (on a
+ * Redis Cluster, one batch per hash slot), each deciding as if sent alone in the order asked.
  *
  * @example
  * ```ts
@@ -133,7 +134,8 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
 
   /**
    * Decides a request for `permits` (default 1) by `key`: one EVALSHA round trip, shared with the
-   * other calls of the same tick, or none when the refusal cache already knows the answer. Never
+   * calls made in the same tick or while the round ahead was in flight, or none when the refusal
+   * cache already knows the answer. Never
    * rejects for a Redis failure: the outage policy answers instead, marked `degraded`.
    * @throws TypeError when `key` is not a string; RangeError when `permits` is not an integer from 1 to the limit (as a rejected promise).
    */
