@@ -1,6 +1,6 @@
 import type { Decision } from '../core/decision';
 import { type RedisScriptClient, runScript } from './client';
-import type { Flight } from './coalescer';
+import type { InFlight } from './coalescer';
 import type { RefusalCache } from './refusal-cache';
 import { readReply } from './reply';
 import type { ScriptPlan } from './scripts';
@@ -22,7 +22,7 @@ export interface Call extends Bounded {
 /** One script call: its calls, the coalescer's turn for it, and whether it counts as in flight. */
 interface ScriptCall {
   readonly calls: Call[];
-  readonly flight: Flight;
+  readonly flight: InFlight;
   counted: boolean;
 }
 
@@ -63,7 +63,7 @@ export class BatchSender {
   }
 
   /** Sends `calls` as one script call; `flight` is released once the reply or the failure is handled. */
-  readonly send = (calls: Call[], flight: Flight): void => {
+  readonly send = (calls: Call[], flight: InFlight): void => {
     const script: ScriptCall = { calls, flight, counted: false };
     for (const call of calls) call.script = script;
     if (this.#held !== undefined) this.#held.push(script);

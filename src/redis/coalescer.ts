@@ -17,7 +17,7 @@ export interface Waiting {
  * of its batches has been answered or released by a timeout, so a server that does not answer
  * holds the waiting calls no longer than the bound.
  *
- * One round in flight, not more: measured with calls arriving one per macrotask (bench/RESULTS.md),
+ * One round in flight, not more: measured with calls arriving one per macrotask (docs/redis.md),
  * two or three rounds in flight make smaller batches and cost more CPU per decision, on Redis and
  * on Node, for no lower latency.
  *
@@ -26,7 +26,7 @@ export interface Waiting {
  * timeout passed) is not sent: it would spend permits for an answer nobody reads.
  */
 export class Coalescer<T extends Waiting> {
-  readonly #send: (batch: T[], flight: Flight) => void;
+  readonly #send: (batch: T[], flight: InFlight) => void;
   readonly #maxBatch: number;
   /** Calls not yet sent, by group, in the order made. */
   readonly #waiting = new Map<number, T[]>();
@@ -34,7 +34,7 @@ export class Coalescer<T extends Waiting> {
   #scheduled = false;
 
   /** `send` sends one batch and calls `flight.release()` once it is answered. */
-  constructor(send: (batch: T[], flight: Flight) => void, maxBatch: number) {
+  constructor(send: (batch: T[], flight: InFlight) => void, maxBatch: number) {
     this.#send = send;
     this.#maxBatch = maxBatch;
   }
@@ -79,7 +79,7 @@ export class Coalescer<T extends Waiting> {
     if (batches.length === 0) return;
     this.#inFlight = true;
     const round = new Round(this, batches.length);
-    for (const batch of batches) this.#send(batch, new Flight(round));
+    for (const batch of batches) this.#send(batch, new InFlight(round));
   };
 }
 /** The batches sent together; the round ends once each has been answered. */
@@ -94,7 +94,7 @@ class Round {
 }
 
 /** One batch in flight; {@link release} ends its turn, once, however often it is called. */
-export class Flight {
+export class InFlight {
   readonly #round: Round | undefined;
   #released = false;
 

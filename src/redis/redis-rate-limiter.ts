@@ -11,7 +11,7 @@ import { schedulerFor, systemScheduler } from '../limiter/scheduler';
 import { WaitQueue } from '../limiter/wait-queue';
 import { BatchSender, type Call } from './batch-sender';
 import { clientKeyPrefix, isClientClosed, isClusterClient, toScriptClient } from './client';
-import { Coalescer, Flight } from './coalescer';
+import { Coalescer, InFlight } from './coalescer';
 import type { RedisRateLimiterOptions } from './options';
 import type { RedisAlgorithm } from './scripts';
 import { outagePolicy } from './outage-policy';
@@ -31,7 +31,7 @@ import { CallTimeouts } from './timeout';
 const MAX_BATCH = 32;
 
 /** The flight of a call sent alone, which holds no other call back. */
-const ALONE = new Flight();
+const ALONE = new InFlight();
 
 /**
  * One shared rate limit per key across every server that talks to the same Redis. Each decision is
