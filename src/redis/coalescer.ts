@@ -9,7 +9,8 @@ export interface Waiting {
  * a quiet server adds no latency); a call that finds a round in flight waits for it to come back,
  * whatever tick it arrives in, and then goes with every call that waited meanwhile. So under load
  * each round trip carries the calls that arrived during the one before, and batches grow with the
- * load by themselves.
+ * load by themselves. A batch that fills up (`maxBatch` calls of one group) goes at once, round or
+ * not: it gains nothing by waiting, and Redis runs it while the round is still out.
  *
  * A round is one send of everything that waited: a batch per group, cut at `maxBatch` calls, which
  * bounds how long one script holds Redis. A group is a hash slot on a Redis Cluster, where one
@@ -40,10 +41,16 @@ export class Coalescer<T extends Waiting> {
   }
 
   add(call: T, group: number): void {
-    const waiting = this.#waiting.get(group);
-    if (waiting === undefined) this.#waiting.set(group, [call]);
-    else waiting.push(call);
-    if (!this.#inFlight) this.#schedule();
+    let waiting = this.#waiting.get(group);
+    if (waiting === undefined) this.#waiting.set(group, (waiting = []));
+    waiting.push(call);
+    if (waiting.length === this.#maxBatch) {
+      // A full batch gains nothing by waiting: it goes now, outside the round, holding nothing back.
+      this.#waiting.delete(group);
+      this.#send(waiting.filter(unanswered), new InFlight());
+    } else if (!this.#inFlight) {
+      this.#schedule();
+    }
   }
 
   /** The round's batches were all answered: the calls that waited meanwhile may go. */
@@ -82,6 +89,8 @@ export class Coalescer<T extends Waiting> {
     for (const batch of batches) this.#send(batch, new InFlight(round));
   };
 }
+const unanswered = (call: Waiting): boolean => !call.answered;
+
 /** The batches sent together; the round ends once each has been answered. */
 class Round {
   readonly coalescer: { roundEnded(): void };

@@ -174,6 +174,20 @@ describe.skipIf(!redisPort)('batching', () => {
     expect(gated.sent.map((keys) => keys.length)).toEqual([1, 20]);
   });
 
+  test('a batch that fills up while a round is in flight goes at once; the rest wait for the round', async () => {
+    const gated = gatedClient(toScriptClient(redis));
+    const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule, onStoreError: 'deny', prefix: uniquePrefix('full') });
+    const decisions = [limiter.tryAcquire('first')];
+    for (let i = 0; i < 40; i++) {
+      await nextMacrotask();
+      decisions.push(limiter.tryAcquire(`user-${i}`));
+    }
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 32]);
+    gated.open();
+    expect((await Promise.all(decisions)).every(({ allowed, degraded }) => allowed && degraded === undefined)).toBe(true);
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 32, 8]);
+  });
+
   test('calls on one key arriving across callbacks decide in the order made, as one by one would, over several batches', async () => {
     const gated = gatedClient(toScriptClient(redis));
     const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule: new Rule(40, 1e12), onStoreError: 'deny', prefix: uniquePrefix('order-across') });
