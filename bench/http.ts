@@ -1,0 +1,100 @@
+// Child process: end to end over HTTP. A node:http server (http-server.ts, each contender in its own
+// process) limited by each contender over one redis-server spawned here, driven by autocannon from
+// this process over loopback: CONNECTIONS connections, one request at a time each, every request
+// from one of HTTP_USERS users (an `x-user` header). Interleaved rounds; run by run.ts.
+import { fork, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
+import { sendToParent } from './child';
+import { HTTP_CONTENDERS, type HttpContender } from './http-server';
+import { redisCpuUs } from './redis';
+import { spawnRedis } from './redis-server';
+
+export const HTTP_CONNECTIONS = 64;
+export const HTTP_USERS = 10_000;
+export const HTTP_ROUNDS = 2;
+export const HTTP_SECONDS = 4;
+const WARMUP_SECONDS = 1;
+
+export interface HttpSample {
+  readonly requestsPerSecond: number;
+  /** Latency percentiles, ms (autocannon's histogram, whole ms). */
+  readonly p50Ms: number;
+  readonly p90Ms: number;
+  readonly p99Ms: number;
+  readonly meanMs: number;
+  /** Responses other than 2xx (there should be none: the rule refuses nobody at these rates). */
+  readonly non2xx: number;
+  /** The HTTP server's CPU per request (process.cpuUsage), µs: its own work, whatever the neighbours do. */
+  readonly serverUs: number;
+  /** Redis server CPU per request, µs. */
+  readonly redisUs: number;
+}
+
+export interface HttpResult {
+  readonly samples: Record<string, HttpSample[]>;
+}
+
+/** The server's CPU time so far, µs. */
+async function serverCpuUs(child: ChildProcess): Promise<number> {
+  child.send('cpu');
+  const [message] = (await once(child, 'message')) as [{ cpuUs: number }];
+  return message.cpuUs;
+}
+
+async function startServer(contender: HttpContender, redisPort: number): Promise<{ child: ChildProcess; port: number }> {
+  const child = fork(fileURLToPath(new URL('./http-server.ts', import.meta.url)), [contender, String(redisPort)], {
+    execArgv: process.execArgv,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const [message] = (await once(child, 'message')) as [{ port: number }];
+  return { child, port: message.port };
+}
+
+let user = 0;
+const request = { method: 'GET' as const, path: '/', setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { 'x-user': `user:${user++ % HTTP_USERS}` } }) };
+
+async function drive(port: number, seconds: number): Promise<autocannon.Result> {
+  return autocannon({ url: `http://127.0.0.1:${port}`, connections: HTTP_CONNECTIONS, pipelining: 1, duration: seconds, requests: [request] });
+}
+
+async function main(): Promise<void> {
+  const redis = await spawnRedis();
+  const client = new Redis({ port: redis.port, host: '127.0.0.1' });
+  const servers = new Map<HttpContender, { child: ChildProcess; port: number }>();
+  try {
+    for (const contender of HTTP_CONTENDERS) servers.set(contender, await startServer(contender, redis.port));
+    for (const { port } of servers.values()) await drive(port, WARMUP_SECONDS);
+    const samples: Record<string, HttpSample[]> = Object.fromEntries(HTTP_CONTENDERS.map((name) => [name, []]));
+    for (let round = 0; round < HTTP_ROUNDS; round++) {
+      for (let k = 0; k < HTTP_CONTENDERS.length; k++) {
+        const contender = HTTP_CONTENDERS[(round + k) % HTTP_CONTENDERS.length]!;
+        const server = servers.get(contender)!;
+        const cpu = await redisCpuUs(client);
+        const serverCpu = await serverCpuUs(server.child);
+        const result = await drive(server.port, HTTP_SECONDS);
+        const requests = result.requests.total;
+        const serverUs = ((await serverCpuUs(server.child)) - serverCpu) / requests;
+        samples[contender]!.push({
+          requestsPerSecond: requests / HTTP_SECONDS,
+          p50Ms: result.latency.p50,
+          p90Ms: result.latency.p90,
+          p99Ms: result.latency.p99,
+          meanMs: result.latency.average,
+          non2xx: result.non2xx,
+          serverUs,
+          redisUs: ((await redisCpuUs(client)) - cpu) / requests,
+        });
+      }
+    }
+    sendToParent({ samples } satisfies HttpResult);
+  } finally {
+    for (const { child } of servers.values()) child.disconnect();
+    client.disconnect();
+    await redis.stop();
+  }
+}
+
+if (process.argv[1]?.endsWith('http.ts')) await main();
