@@ -12,8 +12,8 @@ export interface Waiting {
  * load by themselves. A batch that fills up (`maxBatch` calls of one group) goes at once, round or
  * not: it gains nothing by waiting, and Redis runs it while the round is still out.
  *
- * A round is one send of everything that waited: a batch per group, cut at `maxBatch` calls, which
- * bounds how long one script holds Redis. A group is a hash slot on a Redis Cluster, where one
+ * A round is one send of everything that waited: a batch per group, each under `maxBatch` calls,
+ * which bounds how long one script holds Redis. A group is a hash slot on a Redis Cluster, where one
  * script may only touch keys of one slot, and a single group elsewhere. The round ends once each
  * of its batches has been answered or released by a timeout, so a server that does not answer
  * holds the waiting calls no longer than the bound.
@@ -69,17 +69,10 @@ export class Coalescer<T extends Waiting> {
 
   readonly #flush = (): void => {
     this.#scheduled = false;
+    // Each group holds fewer than maxBatch calls: a batch that fills up leaves at once.
     const batches: T[][] = [];
     for (const calls of this.#waiting.values()) {
-      let batch: T[] = [];
-      for (const call of calls) {
-        if (call.answered) continue;
-        batch.push(call);
-        if (batch.length === this.#maxBatch) {
-          batches.push(batch);
-          batch = [];
-        }
-      }
+      const batch = calls.every(unanswered) ? calls : calls.filter(unanswered);
       if (batch.length > 0) batches.push(batch);
     }
     this.#waiting.clear();
@@ -89,6 +82,7 @@ export class Coalescer<T extends Waiting> {
     for (const batch of batches) this.#send(batch, new InFlight(round));
   };
 }
+
 const unanswered = (call: Waiting): boolean => !call.answered;
 
 /** The batches sent together; the round ends once each has been answered. */
