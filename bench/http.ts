@@ -31,6 +31,8 @@ export interface HttpSample {
   readonly serverUs: number;
   /** Redis server CPU per request, µs. */
   readonly redisUs: number;
+  /** Requests per script call (EVALSHA and EVAL): how many decisions a round trip carried. */
+  readonly perScript: number;
 }
 
 export interface HttpResult {
@@ -53,6 +55,14 @@ async function startServer(contender: HttpContender, redisPort: number): Promise
   return { child, port: message.port };
 }
 
+/** Script calls (EVALSHA and EVAL) since the last CONFIG RESETSTAT. */
+async function scriptCallCount(client: Redis): Promise<number> {
+  const stats = (await client.info('commandstats')) as string;
+  let calls = 0;
+  for (const match of stats.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) calls += Number(match[1]);
+  return calls;
+}
+
 let user = 0;
 const request = { method: 'GET' as const, path: '/', setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { 'x-user': `user:${user++ % HTTP_USERS}` } }) };
 
@@ -72,11 +82,14 @@ async function main(): Promise<void> {
       for (let k = 0; k < HTTP_CONTENDERS.length; k++) {
         const contender = HTTP_CONTENDERS[(round + k) % HTTP_CONTENDERS.length]!;
         const server = servers.get(contender)!;
+        await client.config('RESETSTAT');
         const cpu = await redisCpuUs(client);
         const serverCpu = await serverCpuUs(server.child);
         const result = await drive(server.port, HTTP_SECONDS);
         const requests = result.requests.total;
         const serverUs = ((await serverCpuUs(server.child)) - serverCpu) / requests;
+        const redisUs = ((await redisCpuUs(client)) - cpu) / requests;
+        const scriptCalls = await scriptCallCount(client);
         samples[contender]!.push({
           requestsPerSecond: requests / HTTP_SECONDS,
           p50Ms: result.latency.p50,
@@ -85,7 +98,8 @@ async function main(): Promise<void> {
           meanMs: result.latency.average,
           non2xx: result.non2xx,
           serverUs,
-          redisUs: ((await redisCpuUs(client)) - cpu) / requests,
+          redisUs,
+          perScript: scriptCalls === 0 ? NaN : requests / scriptCalls,
         });
       }
     }

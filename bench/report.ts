@@ -283,7 +283,7 @@ function httpRatio(results: BenchResults, a: string, b: string, field: keyof Htt
 
 function httpSection(results: BenchResults): Section {
   const none = HTTP_CONTENDERS[0];
-  const rows: Rows = [['server', 'requests/s', '÷ no limiter', 'p50 ms', 'p90 ms', 'p99 ms', 'mean ms', 'server CPU µs/request', 'Redis CPU µs/request', 'non-2xx']];
+  const rows: Rows = [['server', 'requests/s', '÷ no limiter', 'p50 ms', 'p90 ms', 'p99 ms', 'mean ms', 'server CPU µs/request', 'Redis CPU µs/request', 'requests per script call', 'non-2xx']];
   for (const name of HTTP_CONTENDERS) {
     const samples = results.http.samples[name];
     rows.push([
@@ -296,6 +296,7 @@ function httpSection(results: BenchResults): Section {
       ms(httpMedian(samples, 'meanMs')),
       us(httpMedian(samples, 'serverUs')),
       us(httpMedian(samples, 'redisUs')),
+      name === none ? '—' : formatNumber(httpMedian(samples, 'perScript'), 1),
       formatNumber(Math.max(...(samples ?? []).map((sample) => sample.non2xx))),
     ]);
   }
