@@ -143,6 +143,18 @@ describe.skipIf(!redisPort)('batching', () => {
     ]);
   });
 
+  /** A call on 'first' whose reply is held, then `count` calls on new keys, one per macrotask. */
+  async function heldFirstThenOnePerMacrotask(count: number) {
+    const gated = gatedClient(toScriptClient(redis));
+    const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule, onStoreError: 'deny', prefix: uniquePrefix('across') });
+    const decisions = [limiter.tryAcquire('first')];
+    for (let i = 0; i < count; i++) {
+      await nextMacrotask();
+      decisions.push(limiter.tryAcquire(`user-${i}`));
+    }
+    return { gated, decisions };
+  }
+
   test('a call that finds nothing in flight goes at once, alone: a quiet server gets no added wait', async () => {
     const gated = gatedClient(toScriptClient(redis));
     gated.open();
@@ -159,13 +171,7 @@ describe.skipIf(!redisPort)('batching', () => {
   });
 
   test('calls arriving one per macrotask while a call is in flight go together in the next script call', async () => {
-    const gated = gatedClient(toScriptClient(redis));
-    const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule, onStoreError: 'deny', prefix: uniquePrefix('across') });
-    const decisions = [limiter.tryAcquire('first')];
-    for (let i = 0; i < 20; i++) {
-      await nextMacrotask();
-      decisions.push(limiter.tryAcquire(`user-${i}`));
-    }
+    const { gated, decisions } = await heldFirstThenOnePerMacrotask(20);
     expect(gated.sent).toEqual([['first'].map((key) => expect.stringMatching(new RegExp(`:${key}$`)))]);
     gated.open();
     expect((await Promise.all(decisions)).map(({ allowed, degraded }) => ({ allowed, degraded }))).toEqual(
@@ -175,13 +181,7 @@ describe.skipIf(!redisPort)('batching', () => {
   });
 
   test('a batch that fills up while a round is in flight goes at once; the rest wait for the round', async () => {
-    const gated = gatedClient(toScriptClient(redis));
-    const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule, onStoreError: 'deny', prefix: uniquePrefix('full') });
-    const decisions = [limiter.tryAcquire('first')];
-    for (let i = 0; i < 40; i++) {
-      await nextMacrotask();
-      decisions.push(limiter.tryAcquire(`user-${i}`));
-    }
+    const { gated, decisions } = await heldFirstThenOnePerMacrotask(40);
     expect(gated.sent.map((keys) => keys.length)).toEqual([1, 32]);
     gated.open();
     expect((await Promise.all(decisions)).every(({ allowed, degraded }) => allowed && degraded === undefined)).toBe(true);
