@@ -1,18 +1,25 @@
 // Child process of http.ts: a node:http server on a random loopback port answering 'ok' to every
 // request, limited per `x-user` header by one contender over the Redis at the given port: none,
 // ratekeeper's nodeRateLimit middleware over RedisRateLimiter (token bucket), or
-// rate-limiter-flexible's RateLimiterRedis called as its README's Express middleware does. Sends
+// rate-limiter-flexible's RateLimiterRedis called as its README's Express middleware does; and, to
+// tell the middleware's cost from the Redis hop's, nodeRateLimit over an in-memory KeyedRateLimiter. Sends
 // its port to the parent, answers each message with its CPU time so far (µs), and serves until the
 // parent disconnects.
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { KeyedRateLimiter, TokenBucket } from '../src/index';
 import { nodeRateLimit } from '../src/http';
 import { RedisRateLimiter } from '../src/redis';
 import { MANY_RULE } from './algorithms';
 
-export const HTTP_CONTENDERS = ['no limiter', 'ratekeeper nodeRateLimit + RedisRateLimiter token-bucket', 'rate-limiter-flexible RateLimiterRedis'] as const;
+export const HTTP_CONTENDERS = [
+  'no limiter',
+  'ratekeeper nodeRateLimit + RedisRateLimiter token-bucket',
+  'rate-limiter-flexible RateLimiterRedis',
+  'ratekeeper nodeRateLimit + KeyedRateLimiter token-bucket (in memory, one server\'s limit)',
+] as const;
 export type HttpContender = (typeof HTTP_CONTENDERS)[number];
 
 type Handler = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
@@ -34,7 +41,10 @@ function limiterFor(contender: HttpContender, client: Redis): Handler {
       );
     };
   }
-  const limiter = new RedisRateLimiter({ client, algorithm: 'token-bucket', rule, onStoreError: 'allow', prefix: 'http-rk:' });
+  const limiter =
+    contender === HTTP_CONTENDERS[3]
+      ? new KeyedRateLimiter({ algorithm: () => new TokenBucket(rule) })
+      : new RedisRateLimiter({ client, algorithm: 'token-bucket', rule, onStoreError: 'allow', prefix: 'http-rk:' });
   const middleware = nodeRateLimit({ limiter, key: userOf, name: 'api', windowMs: rule.windowMs });
   return (req, res, next) => middleware(req, res, (error) => (error === undefined ? next() : res.destroy()));
 }

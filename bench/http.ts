@@ -1,6 +1,6 @@
 // Child process: end to end over HTTP. A node:http server (http-server.ts, each contender in its own
 // process) limited by each contender over one redis-server spawned here, driven by autocannon from
-// this process over loopback: CONNECTIONS connections, one request at a time each, every request
+// this process over loopback: 64 and then 256 connections, one request at a time each, every request
 // from one of HTTP_USERS users (an `x-user` header). Interleaved rounds; run by run.ts.
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -12,7 +12,8 @@ import { HTTP_CONTENDERS, type HttpContender } from './http-server';
 import { redisCpuUs } from './redis';
 import { spawnRedis } from './redis-server';
 
-export const HTTP_CONNECTIONS = 64;
+/** Connections autocannon keeps open: as many requests in flight at once. */
+export const HTTP_CONNECTIONS = [64, 256] as const;
 export const HTTP_USERS = 10_000;
 export const HTTP_ROUNDS = 2;
 export const HTTP_SECONDS = 4;
@@ -36,7 +37,8 @@ export interface HttpSample {
 }
 
 export interface HttpResult {
-  readonly samples: Record<string, HttpSample[]>;
+  /** Samples per connection count, per server, one per round. */
+  readonly samples: Record<number, Record<string, HttpSample[]>>;
 }
 
 /** The server's CPU time so far, µs. */
@@ -66,8 +68,31 @@ async function scriptCallCount(client: Redis): Promise<number> {
 let user = 0;
 const request = { method: 'GET' as const, path: '/', setupRequest: (req: Record<string, unknown>) => ({ ...req, headers: { 'x-user': `user:${user++ % HTTP_USERS}` } }) };
 
-async function drive(port: number, seconds: number): Promise<autocannon.Result> {
-  return autocannon({ url: `http://127.0.0.1:${port}`, connections: HTTP_CONNECTIONS, pipelining: 1, duration: seconds, requests: [request] });
+async function drive(port: number, connections: number, seconds: number): Promise<autocannon.Result> {
+  return autocannon({ url: `http://127.0.0.1:${port}`, connections, pipelining: 1, duration: seconds, requests: [request] });
+}
+
+/** One timed autocannon run against one server, with the CPU it cost the server and Redis. */
+async function sample(client: Redis, server: { child: ChildProcess; port: number }, connections: number): Promise<HttpSample> {
+  await client.config('RESETSTAT');
+  const redisCpu = await redisCpuUs(client);
+  const serverCpu = await serverCpuUs(server.child);
+  const result = await drive(server.port, connections, HTTP_SECONDS);
+  const requests = result.requests.total;
+  const serverUs = ((await serverCpuUs(server.child)) - serverCpu) / requests;
+  const redisUs = ((await redisCpuUs(client)) - redisCpu) / requests;
+  const scriptCalls = await scriptCallCount(client);
+  return {
+    requestsPerSecond: requests / HTTP_SECONDS,
+    p50Ms: result.latency.p50,
+    p90Ms: result.latency.p90,
+    p99Ms: result.latency.p99,
+    meanMs: result.latency.average,
+    non2xx: result.non2xx,
+    serverUs,
+    redisUs,
+    perScript: scriptCalls === 0 ? NaN : requests / scriptCalls,
+  };
 }
 
 async function main(): Promise<void> {
@@ -76,32 +101,17 @@ async function main(): Promise<void> {
   const servers = new Map<HttpContender, { child: ChildProcess; port: number }>();
   try {
     for (const contender of HTTP_CONTENDERS) servers.set(contender, await startServer(contender, redis.port));
-    for (const { port } of servers.values()) await drive(port, WARMUP_SECONDS);
-    const samples: Record<string, HttpSample[]> = Object.fromEntries(HTTP_CONTENDERS.map((name) => [name, []]));
-    for (let round = 0; round < HTTP_ROUNDS; round++) {
-      for (let k = 0; k < HTTP_CONTENDERS.length; k++) {
-        const contender = HTTP_CONTENDERS[(round + k) % HTTP_CONTENDERS.length]!;
-        const server = servers.get(contender)!;
-        await client.config('RESETSTAT');
-        const cpu = await redisCpuUs(client);
-        const serverCpu = await serverCpuUs(server.child);
-        const result = await drive(server.port, HTTP_SECONDS);
-        const requests = result.requests.total;
-        const serverUs = ((await serverCpuUs(server.child)) - serverCpu) / requests;
-        const redisUs = ((await redisCpuUs(client)) - cpu) / requests;
-        const scriptCalls = await scriptCallCount(client);
-        samples[contender]!.push({
-          requestsPerSecond: requests / HTTP_SECONDS,
-          p50Ms: result.latency.p50,
-          p90Ms: result.latency.p90,
-          p99Ms: result.latency.p99,
-          meanMs: result.latency.average,
-          non2xx: result.non2xx,
-          serverUs,
-          redisUs,
-          perScript: scriptCalls === 0 ? NaN : requests / scriptCalls,
-        });
+    for (const { port } of servers.values()) await drive(port, HTTP_CONNECTIONS[0], WARMUP_SECONDS);
+    const samples: Record<number, Record<string, HttpSample[]>> = {};
+    for (const connections of HTTP_CONNECTIONS) {
+      const level: Record<string, HttpSample[]> = Object.fromEntries(HTTP_CONTENDERS.map((name) => [name, []]));
+      for (let round = 0; round < HTTP_ROUNDS; round++) {
+        for (let k = 0; k < HTTP_CONTENDERS.length; k++) {
+          const contender = HTTP_CONTENDERS[(round + k) % HTTP_CONTENDERS.length]!;
+          level[contender]!.push(await sample(client, servers.get(contender)!, connections));
+        }
       }
+      samples[connections] = level;
     }
     sendToParent({ samples } satisfies HttpResult);
   } finally {

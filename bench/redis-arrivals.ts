@@ -13,8 +13,8 @@ import { spawnRedis } from './redis-server';
 import { manyKeysWorkload } from './workloads';
 
 export const ARRIVAL_IN_FLIGHT = [1, 8, 64, 256] as const;
-export const ARRIVAL_ROUNDS = 3;
-export const ARRIVAL_SAMPLE_MS = 250;
+export const ARRIVAL_ROUNDS = 5;
+export const ARRIVAL_SAMPLE_MS = 200;
 const WARMUP_MS = 200;
 /** Latencies kept per sample: enough for a p99 of thousands, bounded in memory. */
 const LATENCY_CAPACITY = 1 << 17;
