@@ -256,14 +256,14 @@ describe.skipIf(!redisPort)('batching', () => {
       algorithm: 'token-bucket',
       rule,
       onStoreError: 'deny',
-      timeoutMs: 100,
+      timeoutMs: 300,
       prefix: uniquePrefix('released'),
     });
     const stalled = limiter.tryAcquire('stalled');
     await nextMacrotask();
     stall = false;
     // Started half a bound later, so they have time left once the stalled round gives up.
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await new Promise((resolve) => setTimeout(resolve, 150));
     const behind = [];
     for (let i = 0; i < 3; i++) {
       behind.push(limiter.tryAcquire(`behind-${i}`));
