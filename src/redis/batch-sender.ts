@@ -21,7 +21,8 @@ export interface Call extends Bounded {
 
 /** One script call: its calls, the coalescer's turn for it, and whether it counts as in flight. */
 interface ScriptCall {
-  readonly calls: Call[];
+  /** Its calls; those answered while it was held back are left out when it is sent. */
+  calls: Call[];
   readonly flight: InFlight;
   counted: boolean;
 }
@@ -127,11 +128,10 @@ export class BatchSender {
       const held = this.#held;
       this.#held = undefined;
       for (const waiting of held) {
-        // Calls whose deadline passed while held were answered by the policy: sending them would only spend.
-        const calls = waiting.calls.filter((call) => !call.answered);
-        if (calls.length === waiting.calls.length) this.#run(waiting);
-        else if (calls.length > 0) this.#run({ calls, flight: waiting.flight, counted: false });
-        else waiting.flight.release();
+        // Calls whose deadline passed while held were answered by the policy (which released the
+        // flight): sending them would only spend.
+        waiting.calls = waiting.calls.filter((call) => !call.answered);
+        if (waiting.calls.length > 0) this.#run(waiting);
       }
     }
   }
