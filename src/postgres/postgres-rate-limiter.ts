@@ -37,6 +37,8 @@ interface Call {
   /** The caller's clock reading, or undefined when the server's clock decides. */
   readonly now: number | undefined;
   readonly resolve: (decision: Decision | Promise<Decision>) => void;
+  /** Never set: a call's deadline starts with its batch, which is sent as soon as it is made. */
+  readonly answered: false;
 }
 
 /** The calls of one round trip, with their deadline. */
@@ -140,7 +142,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     const now = this.#clock?.now();
     // A caller's clock is checked: NaN sent to the database would be stored as state.
     if (now !== undefined && !Number.isFinite(now)) return Promise.reject(rangeError(`ratekeeper: \`clock\` returned ${describe(now)}, not a finite number`));
-    return new Promise((resolve) => this.#coalescer.add({ key, rowKey: this.#keyPrefix + key, permits, now, resolve }, 0));
+    return new Promise((resolve) => this.#coalescer.add({ key, rowKey: this.#keyPrefix + key, permits, now, resolve, answered: false }, 0));
   }
 
   /**
@@ -188,8 +190,12 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     return { algorithm: this.#algorithm, rule: this.rule, schema: this.#schema, prefix: this.#prefix, timeoutMs: this.#timeoutMs };
   }
 
-  /** Starts the calls' deadline and hands them, as one batch, to the key order. */
-  readonly #batch = (calls: Call[]): void => {
+  /**
+   * Starts the calls' deadline and hands them, as one batch, to the key order. The batch is
+   * released to the coalescer at once, not when answered: the key order lets batches travel side
+   * by side on the pool, so the coalescer only gathers the calls of one tick (and full batches).
+   */
+  readonly #batch = (calls: Call[], flight: { release(): void }): void => {
     const batch: CallBatch = { calls, keys: calls.map((call) => call.rowKey), abandoned: false };
     const deadline = this.#timeouts.start((error) => {
       batch.abandoned = true;
@@ -197,6 +203,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     });
     batch.deadline = deadline;
     this.#order.add(batch);
+    flight.release();
   };
 
   /**
