@@ -88,13 +88,18 @@ function ratekeeper(algorithm: AlgorithmName, rule: Rule, hitsPerKey: number) {
  * refill on, `tokens` is fractional and V8 keeps it in a 16-byte HeapNumber, for every key (a field's
  * representation belongs to the shape all the keys share). ratekeeper's states keep their size:
  * on an integer clock its token count stays an integer.
+ *
+ * The second decision follows the first at once. Visiting all the keys once and then again would let
+ * a slow machine (more than a second between a key's visits) refill each bucket to its cap, an
+ * integer again: the floor then measured 14.5 bytes less per key on a busy machine than on a quiet one.
  */
 function floorMap(keys: number) {
   const states = new Map<string, FloorState>();
   const capacity = MANY_RULE.limit;
   const perMs = MANY_RULE.limit / MANY_RULE.windowMs;
-  for (let visit = 0; visit < 2; visit++) {
-    for (let i = 0; i < keys; i++) floorDecide(states, keyOf(i), capacity, perMs);
+  for (let i = 0; i < keys; i++) {
+    floorDecide(states, keyOf(i), capacity, perMs);
+    floorDecide(states, keyOf(i), capacity, perMs);
   }
   return states;
 }

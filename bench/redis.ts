@@ -1,9 +1,10 @@
 // Child process: Redis decisions per second with 64 in flight over one ioredis client, against a
 // redis-server it spawns on a random loopback port and stops: the floor of a bare EVALSHA
 // (INCRBY + PEXPIRE), rate-limiter-flexible's RateLimiterRedis, and ratekeeper's RedisRateLimiter
-// per algorithm when src/redis.ts exports it: as configured by default (the decisions of one tick
-// batched into one script call) and with `batch: false` (one script call per decision, call for
-// call comparable with the floor). Run by run.ts.
+// per algorithm: as configured by default and with `batch: false` (one script call per decision,
+// call for call comparable with the floor). Its 64 loops await one decision after another, so the
+// replies that arrive in one socket read start their next calls in the same tick: the friendliest
+// case for batching. redis-arrivals.ts measures calls as requests make them. Run by run.ts.
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import type { Rule } from '../src/index';
@@ -19,7 +20,7 @@ export const SAMPLE_MS = 300;
 const WARMUP_MS = 300;
 
 /** One decision over Redis; resolves when the answer is back. */
-interface RedisContender {
+export interface RedisContender {
   readonly name: string;
   decide(key: string): Promise<unknown>;
 }
@@ -46,6 +47,22 @@ async function evalshaFloor(client: Redis, rule: Rule): Promise<RedisContender> 
   const sha = (await client.script('LOAD', FLOOR_SCRIPT)) as string;
   const ttl = String(rule.windowMs);
   return { name: EVALSHA_FLOOR, decide: (key) => client.evalsha(sha, 1, `floor:${key}`, '1', ttl) };
+}
+
+/** Diagnostic: ratekeeper's token-bucket script sent bare, one EVALSHA per decision, with no limiter around it. */
+export const RATEKEEPER_SCRIPT_BARE = "ratekeeper's token-bucket script, bare EVALSHA (no limiter around it)";
+
+/**
+ * ratekeeper's own token-bucket script, called as the floor is called: the same Redis work as a
+ * decision of the limiter, without the limiter's client path, so the two tell apart what the
+ * script costs and what batching and the client path cost.
+ */
+export async function ratekeeperScriptBare(client: Redis, rule: Rule): Promise<RedisContender> {
+  const { plans } = await import('../src/redis/scripts');
+  const { script, ruleArgs } = plans['token-bucket'];
+  await client.script('LOAD', script.source);
+  const args = ruleArgs(rule);
+  return { name: RATEKEEPER_SCRIPT_BARE, decide: (key) => client.evalsha(script.sha1, 1, `rk-bare:${key}`, ...args) };
 }
 
 function rateLimiterFlexible(client: Redis, rule: Rule): RedisContender {
@@ -75,7 +92,7 @@ export const ratekeeperUnbatchedName = (algorithm: string): string => `ratekeepe
  * batched into one script call), the same with `batch: false`, if src/redis.ts exports
  * RedisRateLimiter. Adding a contender here is one entry in the returned list.
  */
-async function ratekeeperRedis(client: Redis, rule: Rule): Promise<RedisContender[] | string> {
+async function ratekeeperRedis(client: Redis, rule: Rule, diagnostics: boolean): Promise<RedisContender[] | string> {
   let RedisRateLimiter: RedisRateLimiterClass | undefined;
   try {
     const module = (await import('../src/redis')) as Record<string, unknown>;
@@ -93,8 +110,26 @@ async function ratekeeperRedis(client: Redis, rule: Rule): Promise<RedisContende
     const limiter = new Limiter({ client, algorithm, rule, onStoreError: 'deny', prefix: 'rk1:', batch: false });
     return { name: ratekeeperUnbatchedName(algorithm), decide: (key) => limiter.tryAcquire(key) };
   });
+  if (!diagnostics) return list;
   const untimed = new Limiter({ client, algorithm: 'token-bucket', rule, onStoreError: 'deny', prefix: 'rk-untimed:', timeoutMs: Infinity, batch: false });
   return [...list, ...unbatched, { name: RATEKEEPER_REDIS_NO_TIMER, decide: (key) => untimed.tryAcquire(key) }];
+}
+
+/**
+ * Every contender over `client`: the floor, rate-limiter-flexible, and ratekeeper per algorithm
+ * (with `diagnostics`, also each with `batch: false` and the token bucket without a timeout).
+ */
+export async function redisContenders(client: Redis, rule: Rule, diagnostics: boolean): Promise<RedisContender[]> {
+  const ratekeeper = await ratekeeperRedis(client, rule, diagnostics);
+  if (typeof ratekeeper === 'string') throw new Error(ratekeeper);
+  return [await evalshaFloor(client, rule), rateLimiterFlexible(client, rule), ...ratekeeper];
+}
+
+/** The server's CPU time so far (used_cpu_user + used_cpu_sys of INFO cpu), µs. */
+export async function redisCpuUs(client: Redis): Promise<number> {
+  const info = (await client.info('cpu')) as string;
+  const seconds = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1]);
+  return (seconds('used_cpu_user') + seconds('used_cpu_sys')) * 1e6;
 }
 
 interface Sample {
@@ -135,7 +170,7 @@ async function main(): Promise<void> {
     let position = 0;
     const nextKey = () => keys[order[position++ & (order.length - 1)]!]!;
     const contenders: RedisContender[] = [await evalshaFloor(client, rule), rateLimiterFlexible(client, rule)];
-    const ratekeeper = await ratekeeperRedis(client, rule);
+    const ratekeeper = await ratekeeperRedis(client, rule, true);
     if (typeof ratekeeper !== 'string') contenders.push(...ratekeeper);
     for (const contender of contenders) await throughput(client, contender, nextKey, WARMUP_MS);
     const empty = (): Record<string, number[]> => Object.fromEntries(contenders.map((c) => [c.name, []]));

@@ -7,7 +7,9 @@ import { runChild } from './child';
 import { type FloodResult, renderFlood } from './flood';
 import type { HeapResult } from './heap';
 import type { LatencyRun } from './latency';
+import type { HttpResult } from './http';
 import type { RedisResult } from './redis';
+import type { ArrivalResult } from './redis-arrivals';
 import { renderStores, STORES, type StoresResult } from './stores';
 import { renderShared, type SharedResult } from './shared';
 import { machine, render, type BenchResults } from './report';
@@ -40,8 +42,12 @@ async function main(): Promise<void> {
   }
   step('latency control: bare Map');
   const control = await runChild<LatencyRun>('./latency.ts', ['map']);
-  step('redis');
+  step('redis: same-tick loops');
   const redis = await runChild<RedisResult>('./redis.ts');
+  step('redis: one call per macrotask at 1, 8, 64 and 256 in flight');
+  const arrivals = await runChild<ArrivalResult>('./redis-arrivals.ts');
+  step('http: end to end with autocannon');
+  const http = await runChild<HttpResult>('./http.ts');
   const stores: StoresResult[] = [];
   for (const store of STORES) {
     step(`shared store: ${store}`);
@@ -49,7 +55,8 @@ async function main(): Promise<void> {
   }
   const storeTables = renderStores(stores);
   step('flood: ten million unique keys');
-  const flood = renderFlood(await runChild<FloodResult>('./flood.ts'));
+  const floodResult = await runChild<FloodResult>('./flood.ts');
+  const flood = renderFlood(floodResult);
   step('ratekeeper/shared: 1, 2 and 4 threads; the shared table in one thread');
   const shared = renderShared(await runChild<SharedResult>('./shared.ts'));
 
@@ -62,6 +69,9 @@ async function main(): Promise<void> {
     latency,
     control,
     redis,
+    arrivals,
+    http,
+    flood: floodResult,
   };
   const { text, markdown } = render(results);
   console.log(text + storeTables.text + flood.text + shared.text);

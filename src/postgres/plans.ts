@@ -31,6 +31,14 @@ const tokenBucket: SqlPlan = {
 
 const windowed = (codec: SqlPlan['codec']): SqlPlan => ({ codec, ruleArgs: ({ limit, windowMs }) => [limit, windowMs] });
 
+/**
+ * How long a row outlives the moment its key is as new, in ms: a quarter of the window, at most a
+ * minute, as Redis keys do. Expiries run on the server's clock while a caller's `clock` may stand
+ * still or lag it; without this margin a row could vanish while, by the caller's clock, its key
+ * still counted something (forgiving it). The limiter passes it as the last of the rule's numbers.
+ */
+export const expirySlackMs = ({ windowMs }: Rule): number => Math.min(Math.floor(windowMs / 4), 60_000);
+
 /** The plan for each algorithm name. */
 export const sqlPlans: Readonly<Record<PostgresAlgorithm, SqlPlan>> = {
   'token-bucket': tokenBucket,

@@ -17,7 +17,8 @@ import { type Query, toQuery } from './client';
 import { type Batch, KeyOrder } from './key-order';
 import { quotedSchema } from './migrate';
 import type { PostgresRateLimiterOptions } from './options';
-import { type PostgresAlgorithm, sqlPlans } from './plans';
+import { expirySlackMs, type PostgresAlgorithm, sqlPlans } from './plans';
+import { oneKeyFunction } from './sql/one-key';
 import { PostgresTimeoutError } from './timeout-error';
 
 /**
@@ -36,6 +37,8 @@ interface Call {
   /** The caller's clock reading, or undefined when the server's clock decides. */
   readonly now: number | undefined;
   readonly resolve: (decision: Decision | Promise<Decision>) => void;
+  /** Never set: a call's deadline starts with its batch, which is sent as soon as it is made. */
+  readonly answered: false;
 }
 
 /** The calls of one round trip, with their deadline. */
@@ -69,6 +72,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   readonly rule: Rule;
   readonly #query: Query;
   readonly #statement: string;
+  readonly #oneKeyStatement: string;
   readonly #codec: string;
   readonly #ruleArgs: string;
   readonly #algorithm: PostgresAlgorithm;
@@ -98,6 +102,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     const plan = sqlPlans[algorithm];
     const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
     this.#statement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], 'acquire') AS r`;
+    this.#oneKeyStatement = `SELECT ${quotedSchema(schema)}.${oneKeyFunction(plan.codec)}($1::text, $2::numeric, $3::numeric, $4::numeric[]) AS r`;
     if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
     this.#algorithm = algorithm;
     this.#schema = schema ?? 'ratekeeper';
@@ -107,7 +112,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.#clock = clock;
     this.#timeoutMs = timeoutMs;
     this.#codec = plan.codec;
-    this.#ruleArgs = `{${plan.ruleArgs(this.rule).join(',')}}`;
+    this.#ruleArgs = `{${[...plan.ruleArgs(this.rule), expirySlackMs(this.rule)].join(',')}}`;
     this.#timeouts = new Timeouts(timeoutMs, (ms) => new PostgresTimeoutError(ms));
     this.#fallback = (error, call) => {
       report(onError, error, call.key);
@@ -137,7 +142,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     const now = this.#clock?.now();
     // A caller's clock is checked: NaN sent to the database would be stored as state.
     if (now !== undefined && !Number.isFinite(now)) return Promise.reject(rangeError(`ratekeeper: \`clock\` returned ${describe(now)}, not a finite number`));
-    return new Promise((resolve) => this.#coalescer.add({ key, rowKey: this.#keyPrefix + key, permits, now, resolve }, 0));
+    return new Promise((resolve) => this.#coalescer.add({ key, rowKey: this.#keyPrefix + key, permits, now, resolve, answered: false }, 0));
   }
 
   /**
@@ -185,8 +190,12 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     return { algorithm: this.#algorithm, rule: this.rule, schema: this.#schema, prefix: this.#prefix, timeoutMs: this.#timeoutMs };
   }
 
-  /** Starts the calls' deadline and hands them, as one batch, to the key order. */
-  readonly #batch = (calls: Call[]): void => {
+  /**
+   * Starts the calls' deadline and hands them, as one batch, to the key order. The batch is
+   * released to the coalescer at once, not when answered: the key order lets batches travel side
+   * by side on the pool, so the coalescer only gathers the calls of one tick (and full batches).
+   */
+  readonly #batch = (calls: Call[], flight: { release(): void }): void => {
     const batch: CallBatch = { calls, keys: calls.map((call) => call.rowKey), abandoned: false };
     const deadline = this.#timeouts.start((error) => {
       batch.abandoned = true;
@@ -194,16 +203,26 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     });
     batch.deadline = deadline;
     this.#order.add(batch);
+    flight.release();
   };
 
-  /** Sends a batch as one statement, and answers each call from the reply or, failing that, from the outage policy. */
+  /**
+   * Sends a batch as one statement, and answers each call from the reply or, failing that, from
+   * the outage policy. A batch of one call (the usual one) takes the algorithm's one-key function,
+   * a single SQL statement; a longer batch takes `ratekeeper_decide`, which locks its keys in order.
+   */
   readonly #send = (batch: CallBatch): void => {
     const { calls, deadline } = batch;
     const callerClock = calls[0]!.now !== undefined;
-    const values = [this.#codec, this.#ruleArgs, textArray(calls), `{${calls.map((call) => call.permits).join(',')}}`, callerClock ? `{${calls.map((call) => call.now).join(',')}}` : null];
     let sent: Promise<readonly unknown[]>;
     try {
-      sent = this.#query(this.#statement, values);
+      if (calls.length === 1) {
+        const [{ rowKey, permits, now }] = calls as [Call];
+        sent = this.#query(this.#oneKeyStatement, [rowKey, permits, callerClock ? now : null, this.#ruleArgs]);
+      } else {
+        const values = [this.#codec, this.#ruleArgs, textArray(calls), `{${calls.map((call) => call.permits).join(',')}}`, callerClock ? `{${calls.map((call) => call.now).join(',')}}` : null];
+        sent = this.#query(this.#statement, values);
+      }
     } catch (error) {
       // A client that throws instead of rejecting fails the same way.
       sent = Promise.reject(error);

@@ -1,12 +1,13 @@
 import type { Decision } from '../core/decision';
 import { type RedisScriptClient, runScript } from './client';
+import type { InFlight } from './coalescer';
 import type { RefusalCache } from './refusal-cache';
 import { readReply } from './reply';
 import type { ScriptPlan } from './scripts';
-import type { Deadline, Timeouts } from './timeout';
+import type { Bounded } from './timeout';
 
-/** One decision on its way to Redis. */
-export interface Call {
+/** One decision on its way to Redis, from the moment it was asked for until it is answered. */
+export interface Call extends Bounded {
   readonly key: string;
   readonly redisKey: string;
   readonly permits: number;
@@ -14,12 +15,15 @@ export interface Call {
   readonly now: number;
   readonly resolve: (decision: Decision | Promise<Decision>) => void;
   readonly reject: (error: unknown) => void;
+  /** The call's script call once handed to the sender, finished early if the call times out first. */
+  script: ScriptCall | undefined;
 }
 
-/** One script call: its calls, their deadline, and whether it counts as in flight. */
-interface Flight {
-  readonly calls: Call[];
-  deadline: Deadline;
+/** One script call: its calls, the coalescer's turn for it, and whether it counts as in flight. */
+interface ScriptCall {
+  /** Its calls; those answered while it was held back are left out when it is sent. */
+  calls: Call[];
+  readonly flight: InFlight;
   counted: boolean;
 }
 
@@ -31,7 +35,6 @@ export interface SenderOptions {
   readonly limit: number;
   /** Whether the limiter's own clock decides; otherwise the server's. */
   readonly callerClock: boolean;
-  readonly timeouts: Timeouts;
   readonly refusals: RefusalCache | undefined;
   /** Answers one call from the outage policy, after reporting `error`. */
   readonly fallback: (error: unknown, call: Call) => Decision | Promise<Decision>;
@@ -39,40 +42,51 @@ export interface SenderOptions {
 
 /**
  * Sends calls as one script call and answers each of them: with its own decision from the reply,
- * or, when the script call fails or times out, with the outage policy's answer for its own key and
- * permits. The calls of one script call started in the same tick, so one deadline bounds them all.
+ * or, when the script call fails, with the outage policy's answer for its own key and permits. A
+ * call whose own deadline passed first was answered by {@link timedOut}; the reply's decision for
+ * it is dropped.
  *
  * Script calls leave in the order made, so calls on one key run in that order. A NOSCRIPT reply
  * (the server lost its script cache) breaks that: the failed call goes again with EVAL, and by
  * then the script may be loaded, so a call made meanwhile would run first. So from a NOSCRIPT
- * reply until every script call then in flight has been answered (or has timed out), new calls are
- * held back, then sent in order.
+ * reply until every script call then in flight has been answered (or one of its calls has timed
+ * out), new script calls are held back, then sent in order.
  */
 export class BatchSender {
   readonly #options: SenderOptions;
   /** Script calls sent and not yet answered nor timed out. */
   #inFlight = 0;
   /** Script calls held back while a reload is under way, in the order made. */
-  #held: Flight[] | undefined;
+  #held: ScriptCall[] | undefined;
 
   constructor(options: SenderOptions) {
     this.#options = options;
   }
 
-  readonly send = (calls: Call[]): void => {
-    // The deadline starts now, so a call held back during a reload is still bounded from its start.
-    const flight: Flight = { calls, deadline: undefined!, counted: false };
-    flight.deadline = this.#options.timeouts.start((error) => {
-      this.#fail(calls, error);
-      this.#finish(flight);
-    });
-    if (this.#held !== undefined) this.#held.push(flight);
-    else this.#run(flight);
+  /** Sends `calls` as one script call; `flight` is released once the reply or the failure is handled. */
+  readonly send = (calls: Call[], flight: InFlight): void => {
+    const script: ScriptCall = { calls, flight, counted: false };
+    for (const call of calls) call.script = script;
+    if (this.#held !== undefined) this.#held.push(script);
+    else this.#run(script);
   };
 
-  #run(flight: Flight): void {
+  /**
+   * Answers a call whose deadline passed, by the outage policy. Its script call, if sent, stops
+   * holding anything back: a server that does not answer holds the next round, or the calls held
+   * during a reload, back no longer than the bound.
+   */
+  readonly timedOut = (call: Call, error: Error): void => {
+    call.resolve(this.#options.fallback(error, call));
+    const script = call.script;
+    if (script === undefined) return;
+    script.flight.release();
+    this.#finish(script);
+  };
+
+  #run(script: ScriptCall): void {
     const { client, plan, ruleArgs, callerClock } = this.#options;
-    const { calls, deadline } = flight;
+    const { calls, flight } = script;
     const keys: string[] = [];
     const args = ruleArgs.slice();
     // Permits that are all 1 are left out when the server's clock decides (see batchScript).
@@ -83,7 +97,7 @@ export class BatchSender {
     }
     if (!leaveOut) for (const call of calls) args.push(String(call.permits));
     if (callerClock) for (const call of calls) args.push(String(call.now));
-    flight.counted = true;
+    script.counted = true;
     this.#inFlight++;
     runScript(
       client,
@@ -91,12 +105,14 @@ export class BatchSender {
       keys,
       args,
       (reply) => {
-        if (deadline.settle()) this.#settle(calls, reply);
-        this.#finish(flight);
+        this.#settle(calls, reply);
+        flight.release();
+        this.#finish(script);
       },
       (error) => {
-        if (deadline.settle()) this.#fail(calls, error);
-        this.#finish(flight);
+        this.#fail(calls, error);
+        flight.release();
+        this.#finish(script);
       },
       () => {
         this.#held ??= [];
@@ -104,15 +120,19 @@ export class BatchSender {
     );
   }
 
-  /** A script call was answered or timed out; the last one in flight ends a reload. */
-  #finish(flight: Flight): void {
-    if (!flight.counted) return;
-    flight.counted = false;
+  /** A script call was answered or one of its calls timed out; the last one in flight ends a reload. */
+  #finish(script: ScriptCall): void {
+    if (!script.counted) return;
+    script.counted = false;
     if (--this.#inFlight === 0 && this.#held !== undefined) {
       const held = this.#held;
       this.#held = undefined;
-      // Calls whose deadline passed while held were answered by the policy: sending them would only spend.
-      for (const waiting of held) if (waiting.deadline.open) this.#run(waiting);
+      for (const waiting of held) {
+        // Calls whose deadline passed while held were answered by the policy (which released the
+        // flight): sending them would only spend.
+        waiting.calls = waiting.calls.filter((call) => !call.answered);
+        if (waiting.calls.length > 0) this.#run(waiting);
+      }
     }
   }
 
@@ -127,6 +147,8 @@ export class BatchSender {
     }
     for (let i = 0; i < calls.length; i++) {
       const call = calls[i]!;
+      if (call.answered) continue;
+      call.answered = true;
       const result = results[i]!;
       if (result instanceof Error) {
         // This key's decision failed inside the script (say, the key holds a list); the other
@@ -140,6 +162,10 @@ export class BatchSender {
   }
 
   #fail(calls: Call[], error: unknown): void {
-    for (const call of calls) call.resolve(this.#options.fallback(error, call));
+    for (const call of calls) {
+      if (call.answered) continue;
+      call.answered = true;
+      call.resolve(this.#options.fallback(error, call));
+    }
   }
 }

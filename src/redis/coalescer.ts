@@ -1,47 +1,114 @@
+/** What the coalescer needs of a call: whether it already has its answer (say, from its timeout). */
+export interface Waiting {
+  readonly answered: boolean;
+}
+
 /**
- * Gathers the calls made in one tick into batches, one per group, and sends each batch once the
- * tick's synchronous code and microtasks so far have run (a microtask, so nothing waits for a
- * timer and no call is held back for later ticks). A group is a hash slot on a Redis Cluster, where
- * one script may only touch keys of one slot, and a single group elsewhere. A batch is sent at
- * once when it reaches `maxBatch`, which bounds how long one script holds Redis and lets the next
- * batch travel while Redis runs the previous one.
+ * Sends calls to Redis in batches, batching across callbacks: a call that finds nothing in flight
+ * goes at once, with the other calls of its tick (in a microtask, so no call waits for a timer and
+ * a quiet server adds no latency); a call that finds a round in flight waits for it to come back,
+ * whatever tick it arrives in, and then goes with every call that waited meanwhile. So under load
+ * each round trip carries the calls that arrived during the one before, and batches grow with the
+ * load by themselves. A batch that fills up (`maxBatch` calls of one group) goes at once, round or
+ * not: it gains nothing by waiting, and Redis runs it while the round is still out.
  *
- * Batches leave in the order they were started and one client sends them in that order, so calls
- * on one key reach Redis in the order they were made.
+ * A round is one send of everything that waited: a batch per group, each under `maxBatch` calls,
+ * which bounds how long one script holds Redis. A group is a hash slot on a Redis Cluster, where one
+ * script may only touch keys of one slot, and a single group elsewhere. The round ends once each
+ * of its batches has been answered or released by a timeout, so a server that does not answer
+ * holds the waiting calls no longer than the bound.
+ *
+ * One round in flight, not more: measured with calls arriving one per macrotask (docs/redis.md),
+ * two or three rounds in flight make smaller batches and cost more CPU per decision, on Redis and
+ * on Node, for no lower latency.
+ *
+ * Calls wait and leave in the order they were made and one client sends the batches in that order,
+ * so calls on one key reach Redis in the order they were made. A call answered while it waited (its
+ * timeout passed) is not sent: it would spend permits for an answer nobody reads.
  */
-export class Coalescer<T> {
-  readonly #send: (batch: T[]) => void;
+export class Coalescer<T extends Waiting> {
+  readonly #send: (batch: T[], flight: InFlight) => void;
   readonly #maxBatch: number;
-  #open = new Map<number, T[]>();
+  /** Calls not yet sent, by group, in the order made. */
+  readonly #waiting = new Map<number, T[]>();
+  #inFlight = false;
   #scheduled = false;
 
-  constructor(send: (batch: T[]) => void, maxBatch: number) {
+  /** `send` sends one batch and calls `flight.release()` once it is answered. */
+  constructor(send: (batch: T[], flight: InFlight) => void, maxBatch: number) {
     this.#send = send;
     this.#maxBatch = maxBatch;
   }
 
-  add(item: T, group: number): void {
-    const batch = this.#open.get(group);
-    if (batch === undefined) {
-      this.#open.set(group, [item]);
-    } else {
-      batch.push(item);
-      if (batch.length >= this.#maxBatch) {
-        this.#open.delete(group);
-        this.#send(batch);
-        return;
-      }
+  add(call: T, group: number): void {
+    let waiting = this.#waiting.get(group);
+    if (waiting === undefined) this.#waiting.set(group, (waiting = []));
+    waiting.push(call);
+    if (waiting.length === this.#maxBatch) {
+      // A full batch gains nothing by waiting: it goes now, outside the round, holding nothing back.
+      this.#waiting.delete(group);
+      this.#send(waiting.filter(unanswered), new InFlight());
+    } else if (!this.#inFlight) {
+      this.#schedule();
     }
-    if (!this.#scheduled) {
-      this.#scheduled = true;
-      queueMicrotask(this.#flush);
-    }
+  }
+
+  /** The round's batches were all answered: the calls that waited meanwhile may go. */
+  roundEnded(): void {
+    this.#inFlight = false;
+    // Scheduled after the round's callers were resolved, so the calls their code makes in the same
+    // tick go too.
+    if (this.#waiting.size > 0) this.#schedule();
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    queueMicrotask(this.#flush);
   }
 
   readonly #flush = (): void => {
     this.#scheduled = false;
-    const open = this.#open;
-    this.#open = new Map();
-    for (const batch of open.values()) this.#send(batch);
+    // Each group holds fewer than maxBatch calls: a batch that fills up leaves at once.
+    const batches: T[][] = [];
+    for (const calls of this.#waiting.values()) {
+      const batch = calls.every(unanswered) ? calls : calls.filter(unanswered);
+      if (batch.length > 0) batches.push(batch);
+    }
+    this.#waiting.clear();
+    if (batches.length === 0) return;
+    this.#inFlight = true;
+    const round = new Round(this, batches.length);
+    for (const batch of batches) this.#send(batch, new InFlight(round));
   };
+}
+
+const unanswered = (call: Waiting): boolean => !call.answered;
+
+/** The batches sent together; the round ends once each has been answered. */
+class Round {
+  readonly coalescer: { roundEnded(): void };
+  unanswered: number;
+
+  constructor(coalescer: { roundEnded(): void }, batches: number) {
+    this.coalescer = coalescer;
+    this.unanswered = batches;
+  }
+}
+
+/** One batch in flight; {@link release} ends its turn, once, however often it is called. */
+export class InFlight {
+  readonly #round: Round | undefined;
+  #released = false;
+
+  /** Without a round (a call sent alone when batching is off), releasing does nothing. */
+  constructor(round?: Round) {
+    this.#round = round;
+  }
+
+  release(): void {
+    if (this.#released || this.#round === undefined) return;
+    this.#released = true;
+    if (--this.#round.unanswered === 0) this.#round.coalescer.roundEnded();
+  }
 }

@@ -73,9 +73,10 @@ export interface RedisRateLimiterOptions {
    */
   refusalCache?: boolean | { maxKeys: number } | undefined;
   /**
-   * Sends the decisions asked for in one tick together, in one script call of up to 32, each
-   * deciding exactly as if sent alone in the order asked. On a Redis Cluster client (ioredis
-   * `Cluster`, node-redis `createCluster`, GLIDE `GlideClusterClient`) a batch holds keys of one hash slot. Set `false` when
+   * Sends the calls made while a script call is in flight together in the next one (up to 32 keys
+   * a call), and a call that finds nothing in flight at once, each deciding exactly as if sent
+   * alone in the order asked. On a Redis Cluster client (ioredis `Cluster`, node-redis
+   * `createCluster`, GLIDE `GlideClusterClient`) a batch holds keys of one hash slot. Set `false` when
    * the client routes each call by its first key in some other way (a sharding proxy, or an
    * adapter in front of a cluster): each decision is then one call on one key.
    * @default true

@@ -11,7 +11,7 @@ import { schedulerFor, systemScheduler } from '../limiter/scheduler';
 import { WaitQueue } from '../limiter/wait-queue';
 import { BatchSender, type Call } from './batch-sender';
 import { clientKeyPrefix, isClientClosed, isClusterClient, toScriptClient } from './client';
-import { Coalescer } from './coalescer';
+import { Coalescer, InFlight } from './coalescer';
 import type { RedisRateLimiterOptions } from './options';
 import type { RedisAlgorithm } from './scripts';
 import { outagePolicy } from './outage-policy';
@@ -20,21 +20,25 @@ import { plans } from './scripts';
 import { claimNamespace } from './namespaces';
 import { hashSlot } from './slot';
 import { checkStoreOptions, report, toRule } from './store-options';
-import { Timeouts } from './timeout';
+import { CallTimeouts } from './timeout';
 
 /**
  * The most decisions one script call carries: enough to spread the cost of a call thin, few enough
- * that one script holds Redis for only about a hundred microseconds, and that with dozens of calls
- * in flight the next batch travels while Redis runs the previous one (measured: 32 beats 16 and 64).
+ * that one script holds Redis (and its other clients) for only 50-100 µs. More calls waiting go as
+ * several script calls of one round, back to back. Measured (docs/redis.md, "When calls are
+ * batched"): 64 saved no CPU per decision over 32.
  */
 const MAX_BATCH = 32;
+
+/** The flight of a call sent alone, which holds no other call back. */
+const ALONE = new InFlight();
 
 /**
  * One shared rate limit per key across every server that talks to the same Redis. Each decision is
  * atomic in a Lua script, timed by the server's clock, and decided exactly as the in-memory
- * algorithm of the same name would. The decisions asked for in one tick travel together in one
- * script call (on a Redis Cluster, those whose keys share a hash slot), each deciding as if sent
- * alone in the order asked.
+ * algorithm of the same name would. A call that finds nothing in flight goes at once; the calls
+ * made while a round of script calls is in flight, in whatever tick, go together in the next (on a
+ * Redis Cluster, one batch per hash slot), each deciding as if sent alone in the order asked.
  *
  * @example
  * ```ts
@@ -63,8 +67,10 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
   readonly #clock: Clock | undefined;
   readonly #refusals: RefusalCache | undefined;
   readonly #waiting: WaitQueue;
-  /** Sends calls as one script call: the coalescer's batches, or each call alone when batching is off. */
-  readonly #send: (calls: Call[]) => void;
+  readonly #sender: BatchSender;
+  /** Bounds each call to `timeoutMs` from its own start. */
+  readonly #timeouts: CallTimeouts<Call>;
+  /** Gathers calls into batches; undefined when batching is off and each call goes alone. */
   readonly #coalescer: Coalescer<Call> | undefined;
   /**
    * On a cluster a batch holds keys of one hash slot, computed on the key the server sees: this
@@ -101,20 +107,20 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
     this.#refusals = refusalCacheFor(refusalCache);
     if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
-    this.#send = new BatchSender({
+    this.#sender = new BatchSender({
       client: scriptClient,
       plan,
       ruleArgs: plan.ruleArgs(this.rule),
       limit: this.rule.limit,
       callerClock: clock !== undefined,
-      timeouts: new Timeouts(timeoutMs),
       refusals: this.#refusals,
       fallback: (error, call) => {
         report(onError, error, call.key);
         return policy(error, call.key, call.permits);
       },
-    }).send;
-    this.#coalescer = batch ? new Coalescer(this.#send, MAX_BATCH) : undefined;
+    });
+    this.#timeouts = new CallTimeouts(timeoutMs, this.#sender.timedOut);
+    this.#coalescer = batch ? new Coalescer(this.#sender.send, MAX_BATCH) : undefined;
     this.#slotPrefix = isClusterClient(client) ? clientKeyPrefix(client) : undefined;
     // A wait ends when the store can no longer answer: with a client closed for good, a degraded
     // refusal would be tried again for ever, its timer keeping the process alive.
@@ -128,7 +134,8 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
 
   /**
    * Decides a request for `permits` (default 1) by `key`: one EVALSHA round trip, shared with the
-   * other calls of the same tick, or none when the refusal cache already knows the answer. Never
+   * calls made in the same tick or while the round ahead was in flight, or none when the refusal
+   * cache already knows the answer. Never
    * rejects for a Redis failure: the outage policy answers instead, marked `degraded`.
    * @throws TypeError when `key` is not a string; RangeError when `permits` is not an integer from 1 to the limit (as a rejected promise).
    */
@@ -145,9 +152,11 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     const known = this.#refusals?.get(key, permits, now, this.rule.limit);
     if (known !== undefined) return Promise.resolve(known);
     return new Promise((resolve, reject) => {
-      const call: Call = { key, redisKey: this.#keyPrefix + key, permits, now, resolve, reject };
-      if (this.#coalescer === undefined) this.#send([call]);
-      else this.#coalescer.add(call, this.#slotPrefix === undefined ? 0 : hashSlot(this.#slotPrefix + call.redisKey));
+      const redisKey = this.#keyPrefix + key;
+      const call: Call = { key, redisKey, permits, now, resolve, reject, deadline: this.#timeouts.deadline(), answered: false, script: undefined };
+      this.#timeouts.add(call);
+      if (this.#coalescer === undefined) this.#sender.send([call], ALONE);
+      else this.#coalescer.add(call, this.#slotPrefix === undefined ? 0 : hashSlot(this.#slotPrefix + redisKey));
     });
   }
 

@@ -24,74 +24,57 @@ export class RedisTimeoutError extends Error {
   }
 }
 
-/** One call's deadline; {@link Deadline.settle} says whether the call may still answer. */
-export interface Deadline {
-  /** Claims the answer for the call: true the first time, false once the timeout has answered instead. */
-  settle(): boolean;
-  /** True until the call is answered or has timed out. */
-  readonly open: boolean;
-}
-
-class Pending implements Deadline {
+/** A call {@link CallTimeouts} bounds: its deadline, and whether it has its answer yet. */
+export interface Bounded {
+  /** `performance.now()` reading after which the call times out; Infinity for never. */
   readonly deadline: number;
-  /** Cleared once the call settles or times out, so each call is answered once. */
-  fail: ((error: Error) => void) | undefined;
-
-  constructor(deadline: number, fail: (error: Error) => void) {
-    this.deadline = deadline;
-    this.fail = fail;
-  }
-
-  settle(): boolean {
-    if (this.fail === undefined) return false;
-    this.fail = undefined;
-    return true;
-  }
-
-  get open(): boolean {
-    return this.fail !== undefined;
-  }
+  /** Set once the call is answered, by its reply, its failure or its timeout: each call is answered once. */
+  answered: boolean;
 }
-
-const UNBOUNDED: Deadline = { settle: () => true, open: true };
 
 /**
- * Bounds calls to `timeoutMs` each. A client that queues commands while offline, or a frozen
- * server, would otherwise hold the caller for as long as the client likes.
+ * Bounds calls to `timeoutMs` each, counted from each call's own start. A client that queues
+ * commands while offline, or a frozen server, would otherwise hold the caller for as long as the
+ * client likes.
  *
  * Every call gets the same bound, so deadlines come in the order calls start: one timer, armed for
- * the oldest pending call, serves them all, and a call costs a queue entry instead of a timer of
- * its own (which is measurable at tens of thousands of decisions per second). Callbacks rather
- * than a promise wrapped around the call's promise save a promise and a microtask per call.
+ * the oldest unanswered call, serves them all, and a call costs a queue entry instead of a timer of
+ * its own (which is measurable at tens of thousands of decisions per second). The call itself is
+ * the entry, so bounding it allocates nothing.
  */
-export class Timeouts {
+export class CallTimeouts<T extends Bounded> {
   readonly #timeoutMs: number;
+  readonly #timedOut: (call: T, error: Error) => void;
   readonly #timeoutError: (timeoutMs: number) => Error;
-  readonly #pending: Pending[] = [];
+  readonly #pending: T[] = [];
   /** Index of the oldest entry still in `#pending`; the ones before it are spent. */
   #head = 0;
   #armed = false;
 
-  /** @param timeoutError the error a call that timed out fails with (the store's own class). */
-  constructor(timeoutMs: number, timeoutError: (timeoutMs: number) => Error = (ms) => new RedisTimeoutError(ms)) {
+  /**
+   * `timedOut` answers a call whose bound passed, with the timeout error (the store's own class,
+   * a `RedisTimeoutError` by default); the call is marked answered first.
+   */
+  constructor(timeoutMs: number, timedOut: (call: T, error: Error) => void, timeoutError: (timeoutMs: number) => Error = (ms) => new RedisTimeoutError(ms)) {
     this.#timeoutMs = timeoutMs;
+    this.#timedOut = timedOut;
     this.#timeoutError = timeoutError;
   }
 
-  /**
-   * Starts a call's clock: `fail` receives the timeout error (a `RedisTimeoutError` by default)
-   * once `timeoutMs` has passed, unless the call claims its answer with `settle()` first. A late
-   * answer finds `settle()` false and is dropped.
-   */
-  start(fail: (error: Error) => void): Deadline {
-    if (this.#timeoutMs === Infinity) return UNBOUNDED;
-    const pending = new Pending(performance.now() + this.#timeoutMs, fail);
-    this.#add(pending);
-    return pending;
+  /** The deadline of a call starting now. */
+  deadline(): number {
+    return this.#timeoutMs === Infinity ? Infinity : performance.now() + this.#timeoutMs;
   }
-  #add(pending: Pending): void {
+
+  /**
+   * Starts bounding `call` (whose deadline came from {@link deadline}): unless it is answered
+   * first, it is marked answered and handed to `timedOut` once its deadline passes. A late answer
+   * then finds it answered and is dropped.
+   */
+  add(call: T): void {
+    if (call.deadline === Infinity) return;
     const queue = this.#pending;
-    while (this.#head < queue.length && queue[this.#head]!.fail === undefined) this.#head++;
+    while (this.#head < queue.length && queue[this.#head]!.answered) this.#head++;
     if (this.#head === queue.length) {
       queue.length = 0;
       this.#head = 0;
@@ -99,7 +82,7 @@ export class Timeouts {
       queue.splice(0, this.#head);
       this.#head = 0;
     }
-    queue.push(pending);
+    queue.push(call);
     if (!this.#armed) this.#arm(this.#timeoutMs);
   }
 
@@ -116,21 +99,72 @@ export class Timeouts {
     const now = performance.now();
     // Failing runs the caller's code (the outage policy, onError), which may start new calls; the
     // queue is left consistent before any of it runs.
-    const expired: ((error: Error) => void)[] = [];
+    const expired: T[] = [];
     for (; this.#head < queue.length; this.#head++) {
-      const pending = queue[this.#head]!;
-      if (pending.fail === undefined) continue;
-      if (pending.deadline > now) {
-        this.#arm(pending.deadline - now);
+      const call = queue[this.#head]!;
+      if (call.answered) continue;
+      if (call.deadline > now) {
+        this.#arm(call.deadline - now);
         break;
       }
-      expired.push(pending.fail);
-      pending.fail = undefined;
+      call.answered = true;
+      expired.push(call);
     }
     if (this.#head === queue.length) {
       queue.length = 0;
       this.#head = 0;
     }
-    for (const fail of expired) fail(this.#timeoutError(this.#timeoutMs));
+    for (const call of expired) this.#timedOut(call, this.#timeoutError(this.#timeoutMs));
   };
+}
+
+/** One call's deadline; {@link Deadline.settle} says whether the call may still answer. */
+export interface Deadline {
+  /** Claims the answer for the call: true the first time, false once the timeout has answered instead. */
+  settle(): boolean;
+}
+
+class Pending implements Bounded, Deadline {
+  readonly deadline: number;
+  answered = false;
+  readonly fail: (error: Error) => void;
+
+  constructor(deadline: number, fail: (error: Error) => void) {
+    this.deadline = deadline;
+    this.fail = fail;
+  }
+
+  settle(): boolean {
+    if (this.answered) return false;
+    this.answered = true;
+    return true;
+  }
+}
+
+const UNBOUNDED: Deadline = { settle: () => true };
+
+/**
+ * {@link CallTimeouts} for a caller that holds no call object of its own (PostgreSQL bounds each
+ * batch): {@link start} returns a {@link Deadline} to settle.
+ */
+export class Timeouts {
+  readonly #calls: CallTimeouts<Pending>;
+
+  /** @param timeoutError the error a call that timed out fails with (the store's own class). */
+  constructor(timeoutMs: number, timeoutError?: (timeoutMs: number) => Error) {
+    this.#calls = new CallTimeouts(timeoutMs, (pending, error) => pending.fail(error), timeoutError);
+  }
+
+  /**
+   * Starts a call's clock: `fail` receives the timeout error (a `RedisTimeoutError` by default)
+   * once `timeoutMs` has passed, unless the call claims its answer with `settle()` first. A late
+   * answer finds `settle()` false and is dropped.
+   */
+  start(fail: (error: Error) => void): Deadline {
+    const deadline = this.#calls.deadline();
+    if (deadline === Infinity) return UNBOUNDED;
+    const pending = new Pending(deadline, fail);
+    this.#calls.add(pending);
+    return pending;
+  }
 }

@@ -19,15 +19,21 @@ export class FixedWindowWord extends PackedWindows implements SharedState {
     const current = Math.floor(t / w);
     for (;;) {
       const word = Atomics.load(words, at);
-      const count = Number(word & this.mask);
-      const stored = Number(word >> this.bits);
+      const known = at === this.wroteAt && word === this.wrote;
+      const count = known ? this.wroteCounts[0] : Number(word & this.mask);
+      const stored = known ? this.wroteWindow : Number(word >> this.bits);
       // A reading from an earlier window than the stored one counts as no time passing.
       const window = current > stored || count === 0 ? current : stored;
       const used = window === stored ? count : 0;
       const untilNext = (window + 1) * w - Math.max(t, window * w);
       if (used + permits > limit) return reject(limit, limit - used, untilNext, untilNext);
-      const next = (BigInt(window) << this.bits) | BigInt(used + permits);
-      if (!spend || Atomics.compareExchange(words, at, word, next) === word) return allow(limit, limit - used - permits, untilNext);
+      if (!spend) return allow(limit, limit - used - permits, untilNext);
+      // The count is the low bits and stays within them: in the stored window, adding the permits is the new word.
+      const next = window === stored ? word + this.permitsWord(permits) : (BigInt(window) << this.bits) | BigInt(used + permits);
+      if (Atomics.compareExchange(words, at, word, next) === word) {
+        this.remember(at, next, window, used + permits, 0);
+        return allow(limit, limit - used - permits, untilNext);
+      }
     }
   }
 

@@ -25,9 +25,10 @@ export class SlidingWindowCounterWord extends PackedWindows implements SharedSta
     const index = Math.floor(t / w);
     for (;;) {
       const word = Atomics.load(words, at);
-      const storedCurrent = Number(word & this.mask);
-      const storedPrevious = Number((word >> this.bits) & this.mask);
-      const stored = Number(word >> (2n * this.bits));
+      const known = at === this.wroteAt && word === this.wrote;
+      const storedCurrent = known ? this.wroteCounts[0] : Number(word & this.mask);
+      const storedPrevious = known ? this.wroteCounts[1] : Number((word >> this.bits) & this.mask);
+      const stored = known ? this.wroteWindow : Number(word >> (2n * this.bits));
       // A reading from an earlier window than the stored one counts as no time passing.
       const window = index > stored || (storedPrevious === 0 && storedCurrent === 0) ? index : stored;
       const start = window * w;
@@ -40,8 +41,14 @@ export class SlidingWindowCounterWord extends PackedWindows implements SharedSta
         const retryAfterMs = retryAfter(previous, current, permits, limit, w, elapsed);
         return reject(limit, Math.max(0, available), retryAfterMs, resetAfter(previous, current, w, elapsed));
       }
-      const next = (((BigInt(window) << this.bits) | BigInt(previous)) << this.bits) | BigInt(current + permits);
-      if (!spend || Atomics.compareExchange(words, at, word, next) === word) {
+      if (!spend) return allow(limit, available - permits, resetAfter(previous, current + permits, w, elapsed));
+      // In the stored window only the current count (the low bits, staying within them) changes: add the permits.
+      const next =
+        window === stored
+          ? word + this.permitsWord(permits)
+          : (((BigInt(window) << this.bits) | BigInt(previous)) << this.bits) | BigInt(current + permits);
+      if (Atomics.compareExchange(words, at, word, next) === word) {
+        this.remember(at, next, window, current + permits, previous);
         return allow(limit, available - permits, resetAfter(previous, current + permits, w, elapsed));
       }
     }

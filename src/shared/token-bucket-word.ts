@@ -15,7 +15,10 @@ import type { SharedState } from './state';
  * The word is exact while `uptime·perMs + capacity < 2^64` (layout.ts refuses rules that would not
  * last ten years): `Rule(1e9, 1000)` lasts 584 years, `perSecond(10)` for ever. The word is read and
  * swapped as a BigInt; what is measured against the capacity (at most twice it) is counted in plain
- * numbers when the capacity is below 2^52, the common case and 2-3x faster, else in BigInt.
+ * numbers when the capacity is below 2^52, the common case and 2-3x faster, else in BigInt. Turning
+ * a number into a BigInt or back costs more than the CAS itself, so the hot path does neither: the
+ * cost's BigInt is kept per permits, and a word equal to the one this thread last wrote there (at
+ * this same reading) has that word's debt, known without subtracting and converting.
  */
 export class TokenBucketWord implements SharedState {
   readonly #words: BigUint64Array;
@@ -29,6 +32,17 @@ export class TokenBucketWord implements SharedState {
   /** The last reading and its scaled units: a hot key is asked many times per millisecond. */
   #lastNow = -1;
   #lastUnits = 0n;
+  /** The last call's permits and their cost in scaled units as a BigInt: converting a number to a BigInt costs more than the CAS. */
+  #lastPermits = 0;
+  #lastCost = 0n;
+  /**
+   * The word this thread last wrote (at index `#wroteAt`, at the reading `#lastNow`) and how far it
+   * stands above that reading's units: a load that finds that same value there has that same debt,
+   * whoever wrote it, so no BigInt subtraction and conversion is needed. Forgotten when the reading moves.
+   */
+  #wrote = 0n;
+  #wroteAt = -1;
+  #wroteDebt = 0;
 
   constructor(words: BigUint64Array, state: (slot: number) => number, rule: Rule) {
     const { perMs, perToken, limit } = scaledUnits(rule);
@@ -45,6 +59,7 @@ export class TokenBucketWord implements SharedState {
     if (now !== this.#lastNow) {
       this.#lastUnits = BigInt(now) * this.#perMs;
       this.#lastNow = now;
+      this.#wroteAt = -1;
     }
     const narrow = this.#narrow;
     if (narrow === undefined) return this.#decideWide(slot, this.#lastUnits, permits, spend);
@@ -52,14 +67,26 @@ export class TokenBucketWord implements SharedState {
     const at = this.#state(slot);
     const n = this.#lastUnits;
     const cost = permits * narrow.perToken;
+    if (permits !== this.#lastPermits) {
+      this.#lastCost = BigInt(cost);
+      this.#lastPermits = permits;
+    }
+    const costWord = this.#lastCost;
     for (;;) {
       const x = Atomics.load(words, at);
-      const debt = x > n ? Number(x - n) : 0; // units spent and not yet refilled
+      const known = at === this.#wroteAt && x === this.#wrote;
+      // Units spent and not yet refilled (a known word's debt is at least one permit's cost, so it is above n).
+      const debt = known ? this.#wroteDebt : x > n ? Number(x - n) : 0;
       const used = debt + cost;
       if (used > narrow.capacity) {
         return reject(this.#limit, floorDiv(narrow.capacity - debt, narrow.perToken), ceilDiv(used - narrow.capacity, narrow.perMs), ceilDiv(debt, narrow.perMs));
       }
-      if (!spend || Atomics.compareExchange(words, at, x, (x > n ? x : n) + BigInt(cost)) === x) {
+      if (!spend) return allow(this.#limit, floorDiv(narrow.capacity - used, narrow.perToken), ceilDiv(used, narrow.perMs));
+      const next = (debt > 0 ? x : n) + costWord; // debt > 0 exactly when x > n
+      if (Atomics.compareExchange(words, at, x, next) === x) {
+        this.#wrote = next;
+        this.#wroteAt = at;
+        this.#wroteDebt = used;
         return allow(this.#limit, floorDiv(narrow.capacity - used, narrow.perToken), ceilDiv(used, narrow.perMs));
       }
     }

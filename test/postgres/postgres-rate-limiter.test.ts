@@ -46,6 +46,31 @@ describe.skipIf(!postgresPort)('PostgresRateLimiter', () => {
     expect(String(errors[0])).toMatch(/schema .* does not exist|function .* does not exist/);
   });
 
+  test('the clock is read after the row lock: a decision that waited for the lock is timed after the lock was released, alone or batched', async () => {
+    const holder = new pg.Client(connection());
+    await holder.connect();
+    try {
+      const prefix = `lock-${Math.random()}:`;
+      const limiter = new PostgresRateLimiter({ client: pool, schema, prefix, algorithm: 'token-bucket', rule: Rule.perSecond(1000), onStoreError: 'deny', timeoutMs: 10_000 });
+      await limiter.tryAcquire('a');
+      await limiter.tryAcquire('b');
+      for (const batch of [['a'], ['a', 'b']]) {
+        await holder.query('BEGIN');
+        await holder.query(`SELECT 1 FROM "${schema}".ratekeeper_state WHERE key LIKE $1 FOR UPDATE`, [`${prefix}%`]);
+        const decided = Promise.all(batch.map((key) => limiter.tryAcquire(key)));
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const released = Number((await holder.query('SELECT floor(extract(epoch FROM clock_timestamp()) * 1000) AS ms')).rows[0].ms);
+        await holder.query('COMMIT');
+        await decided;
+        // The token bucket stores the time its units were counted at.
+        const { rows } = await pool.query(`SELECT state[2] AS at FROM "${schema}".ratekeeper_state WHERE key = $1`, [`${prefix}token-bucket:1000/1000:a`]);
+        expect(Number(rows[0].at)).toBeGreaterThanOrEqual(released);
+      }
+    } finally {
+      await holder.end();
+    }
+  });
+
   test('no named prepared statement is left on the connection (PgBouncer transaction mode), with pg and postgres.js', async () => {
     const client = new pg.Client(connection());
     await client.connect();

@@ -1,11 +1,14 @@
 // src/redis/coalescer.ts and batch-sender.ts, through RedisRateLimiter: the calls of one tick share
-// one script call, and each still gets its own answer, its own policy decision, its own bound.
+// one script call, calls arriving while one is in flight share the next, and each still gets its
+// own answer, its own policy decision, its own bound.
 import { describe, expect, test } from 'vitest';
 import { type Decision, KeyedRateLimiter, Rule, TokenBucket } from '../../src/index';
 import { RedisRateLimiter, RedisTimeoutError } from '../../src/redis';
+import { toScriptClient } from '../../src/redis/client';
 import { algorithmNames } from './helpers/algorithms';
 import { useBothClients, useIoredis, redisPort, uniquePrefix } from './helpers/clients';
 import { countingClient } from './helpers/counting-client';
+import { gatedClient, nextMacrotask } from './helpers/gated-client';
 
 const rule = new Rule(4, 1e12);
 
@@ -138,5 +141,166 @@ describe.skipIf(!redisPort)('batching', () => {
       ['Error: down', 'b'],
       ['RangeError: ratekeeper: `permits` must be an integer from 1 to 2, got 3', 'b'],
     ]);
+  });
+
+  /** A call on 'first' whose reply is held, then `count` calls on new keys, one per macrotask. */
+  async function heldFirstThenOnePerMacrotask(count: number) {
+    const gated = gatedClient(toScriptClient(redis));
+    const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule, onStoreError: 'deny', prefix: uniquePrefix('across') });
+    const decisions = [limiter.tryAcquire('first')];
+    for (let i = 0; i < count; i++) {
+      await nextMacrotask();
+      decisions.push(limiter.tryAcquire(`user-${i}`));
+    }
+    return { gated, decisions };
+  }
+
+  test('a call that finds nothing in flight goes at once, alone: a quiet server gets no added wait', async () => {
+    const gated = gatedClient(toScriptClient(redis));
+    gated.open();
+    const limiter = new RedisRateLimiter({ client: gated, algorithm: 'token-bucket', rule, onStoreError: 'deny', prefix: uniquePrefix('alone') });
+    for (let i = 0; i < 5; i++) {
+      await nextMacrotask();
+      const decision = limiter.tryAcquire(`user-${i}`);
+      // Sent before the next macrotask, with no timer: within the microtasks of its own tick.
+      await Promise.resolve();
+      expect(gated.sent).toHaveLength(i + 1);
+      expect((await decision).allowed).toBe(true);
+    }
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 1, 1, 1, 1]);
+  });
+
+  test('calls arriving one per macrotask while a call is in flight go together in the next script call', async () => {
+    const { gated, decisions } = await heldFirstThenOnePerMacrotask(20);
+    expect(gated.sent).toEqual([['first'].map((key) => expect.stringMatching(new RegExp(`:${key}$`)))]);
+    gated.open();
+    expect((await Promise.all(decisions)).map(({ allowed, degraded }) => ({ allowed, degraded }))).toEqual(
+      Array.from({ length: 21 }, () => ({ allowed: true, degraded: undefined })),
+    );
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 20]);
+  });
+
+  test('a batch that fills up while a round is in flight goes at once; the rest wait for the round', async () => {
+    const { gated, decisions } = await heldFirstThenOnePerMacrotask(40);
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 32]);
+    gated.open();
+    expect((await Promise.all(decisions)).every(({ allowed, degraded }) => allowed && degraded === undefined)).toBe(true);
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 32, 8]);
+  });
+
+  test('calls on one key arriving across callbacks decide in the order made, as one by one would, over several batches', async () => {
+    const gated = gatedClient(toScriptClient(redis));
+    const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule: new Rule(40, 1e12), onStoreError: 'deny', prefix: uniquePrefix('order-across') });
+    // 100 calls on 3 keys with permits 1 to 3, one per macrotask, the first holding the rest back:
+    // the 99 behind it go as batches of at most 32, each key's calls spread over all of them.
+    const calls = Array.from({ length: 100 }, (_, i) => ({ key: `k${i % 3}`, permits: 1 + ((i * 7) % 3) }));
+    const decisions: Promise<{ allowed: boolean; remaining: number }>[] = [];
+    for (const { key, permits } of calls) {
+      decisions.push(limiter.tryAcquire(key, permits));
+      await nextMacrotask();
+    }
+    gated.open();
+    const used = new Map<string, number>();
+    const expected = calls.map(({ key, permits }) => {
+      const before = used.get(key) ?? 0;
+      if (before + permits > 40) return { allowed: false, remaining: 40 - before };
+      used.set(key, before + permits);
+      return { allowed: true, remaining: 40 - before - permits };
+    });
+    expect((await Promise.all(decisions)).map(({ allowed, remaining }) => ({ allowed, remaining }))).toEqual(expected);
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 32, 32, 32, 3]);
+    expect(expected.filter(({ allowed }) => !allowed).length).toBeGreaterThan(0);
+  });
+
+  test('each call waiting behind a round is bounded by timeoutMs from its own start, not the round\'s', async () => {
+    const errors: [unknown, string][] = [];
+    const limiter = new RedisRateLimiter({
+      client: { evalsha: () => new Promise(() => {}), eval: () => new Promise(() => {}) },
+      algorithm: 'token-bucket',
+      rule,
+      onStoreError: 'deny',
+      timeoutMs: 100,
+      onError: (error, key) => errors.push([error, key]),
+    });
+    const started = performance.now();
+    const settledAt = (decision: Promise<{ degraded?: string | undefined }>) => decision.then(({ degraded }) => ({ degraded, atMs: performance.now() - started }));
+    const first = settledAt(limiter.tryAcquire('first'));
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    const lateStart = performance.now() - started;
+    const late = settledAt(limiter.tryAcquire('late', 2));
+    const [a, b] = await Promise.all([first, late]);
+    expect(a.degraded).toBe('store-timeout');
+    expect(b.degraded).toBe('store-timeout');
+    expect(a.atMs).toBeGreaterThanOrEqual(99);
+    expect(a.atMs).toBeLessThan(b.atMs);
+    // The late call waited for the round in flight, then was sent, and still got its own 100 ms.
+    expect(b.atMs - lateStart).toBeGreaterThanOrEqual(99);
+    expect(errors).toEqual([
+      [expect.any(RedisTimeoutError), 'first'],
+      [expect.any(RedisTimeoutError), 'late'],
+    ]);
+  });
+
+  test('a round that times out releases the calls waiting behind it: they reach Redis and get real answers', async () => {
+    let stall = true;
+    const inner = toScriptClient(redis);
+    const sent: number[] = [];
+    const limiter = new RedisRateLimiter({
+      client: {
+        evalsha: (sha1, keys, args) => {
+          sent.push(keys.length);
+          return stall ? new Promise(() => {}) : inner.evalsha(sha1, keys, args);
+        },
+        eval: (script, keys, args) => inner.eval(script, keys, args),
+      },
+      algorithm: 'token-bucket',
+      rule,
+      onStoreError: 'deny',
+      timeoutMs: 300,
+      prefix: uniquePrefix('released'),
+    });
+    const stalled = limiter.tryAcquire('stalled');
+    await nextMacrotask();
+    stall = false;
+    // Started half a bound later, so they have time left once the stalled round gives up.
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const behind = [];
+    for (let i = 0; i < 3; i++) {
+      behind.push(limiter.tryAcquire(`behind-${i}`));
+      await nextMacrotask();
+    }
+    expect(sent).toEqual([1]);
+    expect((await stalled).degraded).toBe('store-timeout');
+    expect((await Promise.all(behind)).map(({ allowed, remaining, degraded }) => ({ allowed, remaining, degraded }))).toEqual(
+      Array.from({ length: 3 }, () => ({ allowed: true, remaining: 3, degraded: undefined })),
+    );
+    expect(sent).toEqual([1, 3]);
+  });
+
+  test('a call whose bound passes while it waits is answered by the policy and never sent', async () => {
+    const sent: string[][] = [];
+    const limiter = new RedisRateLimiter({
+      client: {
+        evalsha: (_sha1, keys) => {
+          sent.push(keys);
+          return new Promise(() => {});
+        },
+        eval: () => new Promise(() => {}),
+      },
+      algorithm: 'token-bucket',
+      rule,
+      onStoreError: 'allow',
+      timeoutMs: 50,
+      prefix: 'p:',
+    });
+    const first = limiter.tryAcquire('first');
+    await nextMacrotask();
+    const waiting = limiter.tryAcquire('waiting');
+    // Both bounds pass before the timer can run, so the waiting call is answered before its turn.
+    const until = performance.now() + 80;
+    while (performance.now() < until);
+    expect((await Promise.all([first, waiting])).map(({ degraded }) => degraded)).toEqual(['store-timeout', 'store-timeout']);
+    await nextMacrotask();
+    expect(sent).toEqual([['p:token-bucket:4/1000000000000:first']]);
   });
 });

@@ -4,9 +4,11 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { typeError } from '../../src/core/errors';
 import { Rule } from '../../src/index';
 import { RedisRateLimiter } from '../../src/redis';
+import { toScriptClient } from '../../src/redis/client';
 import { hashSlot } from '../../src/redis/slot';
 import { algorithmNames } from './helpers/algorithms';
 import { redisPort, uniquePrefix } from './helpers/clients';
+import { gatedClient, nextMacrotask } from './helpers/gated-client';
 import { type RedisCluster, startRedisCluster } from './helpers/redis-cluster';
 
 // Keys that would break a layout spreading one decision over several keys: hash tags anywhere,
@@ -114,5 +116,25 @@ describe.skipIf(!redisPort)('Redis Cluster: batches of one hash slot, so no CROS
       typeError("ratekeeper: the client's `keyPrefix` must be a string to compute hash slots, got an object; use RedisRateLimiter's `prefix` instead"),
     );
     buffered.disconnect();
+  });
+
+  test('calls arriving one per macrotask while one is in flight go in the next round, one batch per hash slot', async () => {
+    const gated = gatedClient(toScriptClient(ioredis), { isCluster: true });
+    const prefix = uniquePrefix('cluster-across');
+    const limiter = new RedisRateLimiter({ client: gated, algorithm: 'token-bucket', rule: new Rule(2, 1e12), onStoreError: 'deny', prefix, timeoutMs: 5_000 });
+    const keys = ['{t0}', '{t1}', '{t2}'].flatMap((tag) => [0, 1, 2, 3].map((i) => `${tag}:user-${i}`));
+    const calls = [...keys, ...keys, ...keys];
+    const decisions = [];
+    for (const key of calls) {
+      decisions.push(limiter.tryAcquire(key));
+      await nextMacrotask();
+    }
+    expect(gated.sent).toHaveLength(1);
+    gated.open();
+    const allowed = (await Promise.all(decisions)).map(({ allowed, degraded }) => ({ allowed, degraded }));
+    expect(allowed).toEqual(calls.map((_, i) => ({ allowed: i < 2 * keys.length, degraded: undefined })));
+    const slots = gated.sent.map((batch) => new Set(batch.map(hashSlot)));
+    expect(slots.every((slot) => slot.size === 1)).toBe(true);
+    expect(gated.sent.map((batch) => batch.length)).toEqual([1, 11, 12, 12]);
   });
 });

@@ -47,6 +47,24 @@ describe.each(algorithms)('shared $name', ({ name, make }) => {
     },
   );
 
+  test.prop([traceArb, fc.array(fc.boolean(), { minLength: 1 })], { numRuns: 100 })(
+    'two limiters on one buffer, taking turns: each reads the other’s writes (what each remembers of its own last write never goes stale)',
+    ({ scenario, keys }, turns) => {
+      const clock = new ManualClock(scenario.start);
+      const twin = new KeyedRateLimiter({ algorithm: () => make(scenario.rule), clock });
+      const first = new SharedKeyedRateLimiter({ algorithm, rule: scenario.rule, maxKeys: 64, clock });
+      const second = SharedKeyedRateLimiter.attach(first.buffer, { clock });
+      let now = scenario.start;
+      scenario.steps.forEach(({ dt, permits }, i) => {
+        now += dt;
+        clock.set(now);
+        const limiter = turns[i % turns.length] ? second : first;
+        const key = `user-${(keys[i] as number) % 2}`;
+        expect(limiter.tryAcquire(key, permits), `step ${i}, ${key} at ${now}`).toEqual(twin.tryAcquire(key, permits));
+      });
+    },
+  );
+
   test.prop([scenarioArb], { numRuns: 100 })(
     'one thread, keys given away as idle: decisions still equal never-forgetting twins',
     (scenario) => {

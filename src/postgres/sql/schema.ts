@@ -1,8 +1,11 @@
 import { DIVISION, FIXED_WINDOW, SLIDING_WINDOW_COUNTER, SLIDING_WINDOW_LOG, TOKEN_BUCKET } from './algorithms';
+import { ONE_KEY } from './one-key';
 
 /**
  * The table: one row per key, the algorithm's state as `numeric[]` (see ./algorithms.ts) and the
- * moment, on the database server's clock in ms, from which the row is as good as absent.
+ * moment, on the database server's clock in ms, from which the row is as good as absent: when its
+ * key is as new, plus a slack of a quarter window (at most a minute, `expirySlackMs`), so a caller's
+ * clock that lags the server's can never see its key forgotten early.
  *
  * UNLOGGED: rate-limit state is worth less than the write-ahead log it would cost on every
  * decision; a crash empties the table (every key starts over, as after a Redis restart without
@@ -78,8 +81,9 @@ BEGIN
         RAISE EXCEPTION 'ratekeeper: unknown algorithm %', algorithm;
       END IF;
       EXIT WHEN step.next_state IS NULL;
-      -- The row lives until the key is as new, rounded up to a whole second (see the table).
-      until := ceil((server_now + step.reset_after) / 1000.0) * 1000;
+      -- The row lives until the key is as new, plus the slack (the rule's last number), rounded up
+      -- to a whole second (see the table).
+      until := ceil((server_now + step.reset_after + rule[array_upper(rule, 1)]) / 1000.0) * 1000;
       IF existed THEN
         UPDATE ${schema}.ratekeeper_state SET state = step.next_state, expires_at = greatest(expires, until) WHERE key = k;
         EXIT;
@@ -120,5 +124,6 @@ export function migration(schema: string): string {
     SLIDING_WINDOW_LOG(schema),
     SLIDING_WINDOW_COUNTER(schema),
     DECIDE(schema),
+    ONE_KEY(schema),
   ].join('\n');
 }
