@@ -1,5 +1,5 @@
-// Examples of peek, reset, charge, reserve/settle and block on KeyedRateLimiter, and how waiting
-// follows them. The laws themselves are checked on random traffic in managing-keys.test.ts.
+// Examples of peek, reset, charge, reserve/settle and block on KeyedRateLimiter (blocks kept apart in
+// src/limiter/key-blocks.ts), and how waiting follows them. The laws themselves are checked on random traffic in managing-keys.test.ts.
 import { describe, expect, it } from 'vitest';
 import {
   Composite,

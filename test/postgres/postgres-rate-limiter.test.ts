@@ -1,4 +1,5 @@
-// What PostgreSQL adds to the store conformance suite (test/stores/postgres-*.test.ts): the explicit
+// What PostgreSQL adds to the store conformance suite (test/stores/postgres-*.test.ts), through both
+// src/postgres/sql/schema.ts (batches) and src/postgres/sql/one-key.ts (one call per round trip): the explicit
 // migration, statements PgBouncer can carry, rows reclaimed without a timer, exactness where
 // limit × windowMs passes 2^53, and its own input checks.
 import pg from 'pg';

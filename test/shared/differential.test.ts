@@ -1,3 +1,6 @@
+// src/shared/shared-keyed-rate-limiter.ts and the words it keeps per algorithm (token-bucket-word.ts,
+// fixed-window-word.ts, sliding-window-counter-word.ts over packed-windows.ts, sliding-window-log-ring.ts):
+// in one thread, every decision equals the in-memory algorithm's.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule } from '../../src/index';
