@@ -245,29 +245,32 @@ describe.each(ADAPTERS)('%s', (adapter) => {
       expect(errors).toEqual([rangeError('ratekeeper: `settle` must be a safe integer of at least 0, got NaN')]);
     });
 
-    it.runIf(adapter === 'express' || adapter === 'fastify')(
-      'a client that leaves before the status counts in full; once the status is sent, the status decides',
-      async () => {
-        const limiter = threePerMinute();
-        const get = await serve({ limiter, ...policy, key, skipSuccessfulRequests: true });
-        const leave = async (path: string) => {
-          const controller = new AbortController();
-          const response = fetch(`${server?.url}${path}`, { signal: controller.signal });
-          if (path === '/stream') await response; // the status line and headers arrived
-          else await new Promise((resolve) => setTimeout(resolve, 50));
-          controller.abort();
-          await response.catch(() => undefined);
-        };
-        const closed = () => new Promise((resolve) => setTimeout(resolve, 200)); // for the server to see the client go
-        await leave('/hang');
-        await closed();
-        expect(limiter.peek('k', 0).remaining).toBe(2);
-        await leave('/stream');
-        await closed();
-        expect(limiter.peek('k', 0).remaining).toBe(2); // given back: the server had answered 200
-        expect((await get()).status).toBe(200);
-      },
-    );
+    // Node servers see the client leave; Hono and Fetch settle when the handler returns (docs/http.md).
+    if (adapter === 'express' || adapter === 'fastify') {
+      it(
+        'a client that leaves before the status counts in full; once the status is sent, the status decides',
+        async () => {
+          const limiter = threePerMinute();
+          const get = await serve({ limiter, ...policy, key, skipSuccessfulRequests: true });
+          const leave = async (path: string) => {
+            const controller = new AbortController();
+            const response = fetch(`${server?.url}${path}`, { signal: controller.signal });
+            if (path === '/stream') await response; // the status line and headers arrived
+            else await new Promise((resolve) => setTimeout(resolve, 50));
+            controller.abort();
+            await response.catch(() => undefined);
+          };
+          const closed = () => new Promise((resolve) => setTimeout(resolve, 200)); // for the server to see the client go
+          await leave('/hang');
+          await closed();
+          expect(limiter.peek('k', 0).remaining).toBe(2);
+          await leave('/stream');
+          await closed();
+          expect(limiter.peek('k', 0).remaining).toBe(2); // given back: the server had answered 200
+          expect((await get()).status).toBe(200);
+        },
+      );
+    }
 
     it('refuses a limiter without reserve, at once', async () => {
       const limiter: AsyncRateLimiter = { tryAcquire: async () => threePerMinute().tryAcquire('k') };
