@@ -2,15 +2,18 @@ import { allow, reject, type Decision } from '../core/decision';
 import { ceilDiv, floorDiv, gcd, mulDivMod } from '../core/exact';
 import { sharedPerRule, type Rule } from '../core/rule';
 import { Printable } from '../core/symbols';
-import { rangeError } from '../core/errors';
 import { checkPermits, checkTime } from '../core/validate';
 import { checkCharge, DEBT_LIMITS, forgive, forgivenCount, type Receipt, type Reserved } from './accounting';
 import type { AccountingAlgorithm } from './algorithm';
 
-/** What a bucket's reservation remembers: the deficit (in units) right after the grant, and when. */
+/**
+ * What a bucket's reservation remembers: the state right after the grant (scaled units, or for a
+ * wide plan whole tokens and the units toward the next), and when.
+ */
 interface BucketReceipt {
   readonly at: number;
-  readonly deficit: number;
+  readonly units: number;
+  readonly partial: number;
   readonly forgiven: number;
 }
 
@@ -28,8 +31,9 @@ export interface Plan {
   /** `limit × perToken`; exact only when not `wide`. */
   readonly capacity: number;
   /**
-   * The capacity passes 2^53 (1e9 per day does): the bucket then keeps whole tokens and the units
-   * toward the next token apart, each below 2^53, and refills with exact wide products.
+   * The units a bucket spans, from a full bucket down to the debt bound, pass 2^53 (a capacity past
+   * 2^52; 1e9 per day is one): the bucket then keeps whole tokens and the units toward the next
+   * apart, each below 2^53, and refills with exact wide products.
    */
   readonly wide: boolean;
 }
@@ -41,7 +45,7 @@ export function scaledUnits(rule: Rule): Plan {
   const perMs = limit / g;
   const perToken = windowMs / g;
   const capacity = limit * perToken;
-  return { rule, limit, windowMs, perMs, perToken, capacity, wide: capacity > Number.MAX_SAFE_INTEGER };
+  return { rule, limit, windowMs, perMs, perToken, capacity, wide: (1 + DEBT_LIMITS) * capacity > Number.MAX_SAFE_INTEGER };
 }
 
 const planFor = sharedPerRule(scaledUnits);
@@ -65,7 +69,7 @@ const planFor = sharedPerRule(scaledUnits);
  */
 export class TokenBucket extends Printable implements AccountingAlgorithm {
   private readonly plan: Plan;
-  /** Scaled units left; for a wide plan, whole tokens left. */
+  /** Scaled units left; for a wide plan, whole tokens left. Below zero in debt. */
   private units: number;
   private last = -Infinity;
   /**
@@ -97,23 +101,31 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
   /** In debt the units go below zero, down to one full bucket below (`-capacity`); refill repays it. */
   charge(nowMs: number, permits: number): Decision {
     checkCharge(permits);
-    this.narrowOnly('charge');
-    const { limit, perMs, perToken, capacity } = this.plan;
     checkTime(nowMs);
+    const { limit, perToken, capacity } = this.plan;
     const now = nowMs > this.last ? nowMs : this.last;
-    const wanted = this.unitsAt(now) - permits * perToken;
-    const floor = -DEBT_LIMITS * capacity;
-    if (wanted < floor) forgive(this);
-    this.units = wanted < floor ? floor : wanted;
+    if (this.plan.wide) {
+      const [tokens, partial] = this.refill(this.units, this.partial, now - this.last);
+      // The bound is -limit whole tokens and no units; compared without forming a number past 2^53.
+      const over = permits - DEBT_LIMITS * limit > tokens;
+      if (over) forgive(this);
+      this.units = over ? -DEBT_LIMITS * limit : tokens - permits;
+      this.partial = over ? 0 : partial;
+    } else {
+      // A product past 2^53 rounds, but only for a charge far beyond the bound, which it stays beyond.
+      const wanted = this.unitsAt(now) - permits * perToken;
+      const floor = -DEBT_LIMITS * capacity;
+      if (wanted < floor) forgive(this);
+      this.units = wanted < floor ? floor : wanted;
+    }
     this.last = now;
-    return allow(limit, Math.max(0, floorDiv(this.units, perToken)), ceilDiv(capacity - this.units, perMs));
+    return this.stateAt(now);
   }
 
   reserve(nowMs: number, permits = 1): Reserved {
-    this.narrowOnly('reserve');
     const decision = this.tryAcquire(nowMs, permits);
     if (!decision.allowed) return { decision, receipt: undefined };
-    const receipt: BucketReceipt = { at: this.last, deficit: this.plan.capacity - this.units, forgiven: forgivenCount(this) };
+    const receipt: BucketReceipt = { at: this.last, units: this.units, partial: this.partial, forgiven: forgivenCount(this) };
     return { decision, receipt };
   }
 
@@ -123,20 +135,33 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
    * (spend 5 of 10, refill to full, spend 8: a late refund of 5 must give back nothing).
    */
   refund(nowMs: number, receipt: Receipt, permits: number): void {
-    const { at, deficit, forgiven } = receipt as BucketReceipt;
-    const { perMs, perToken, capacity } = this.plan;
+    const { at, units, partial, forgiven } = receipt as BucketReceipt;
+    const { limit, perMs, perToken, capacity } = this.plan;
     if (forgiven !== forgivenCount(this)) return;
     const now = nowMs > this.last ? nowMs : this.last;
-    const owed = Math.min(permits * perToken, deficit - (now - at) * perMs);
-    if (owed <= 0) return;
-    const units = this.unitsAt(now) + owed;
-    this.units = units < capacity ? units : capacity;
+    if (this.plan.wide) {
+      // The grant's state refilled to now: the tokens it is still short of full are what is owed.
+      const [granted, grantedPartial] = this.refill(units, partial, now - at);
+      const short = limit - granted;
+      if (short === 0 || permits === 0) return;
+      // All the permits while fewer than that; else the whole deficit, `short` tokens less the units held.
+      const [owed, less] = permits < short ? [permits, 0] : [short, grantedPartial];
+      let [tokens, part] = this.refill(this.units, this.partial, now - this.last);
+      if (tokens > 0 && owed > limit - tokens) [tokens, part] = [limit, 0];
+      else [tokens, part] = part < less ? [tokens + owed - 1, part - less + perToken] : [tokens + owed, part - less];
+      [this.units, this.partial] = tokens < limit ? [tokens, part] : [limit, 0];
+    } else {
+      const owed = Math.min(permits * perToken, capacity - units - (now - at) * perMs);
+      if (owed <= 0) return;
+      const refilled = this.unitsAt(now) + owed;
+      this.units = refilled < capacity ? refilled : capacity;
+    }
     this.last = now;
   }
 
   isIdle(nowMs: number): boolean {
     const elapsed = nowMs > this.last ? nowMs - this.last : 0;
-    if (this.plan.wide) return this.refilled(elapsed)[0] === this.plan.limit;
+    if (this.plan.wide) return this.refill(this.units, this.partial, elapsed)[0] === this.plan.limit;
     return this.units + elapsed * this.plan.perMs >= this.plan.capacity;
   }
 
@@ -172,9 +197,9 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
     checkTime(nowMs);
     checkPermits(permits, limit);
     const now = nowMs > this.last ? nowMs : this.last;
-    const [tokens, partial] = this.refilled(now - this.last);
+    const [tokens, partial] = this.refill(this.units, this.partial, now - this.last);
     if (tokens < permits) {
-      return reject(limit, tokens, this.untilTokens(permits, tokens, partial), this.untilTokens(limit, tokens, partial));
+      return reject(limit, Math.max(0, tokens), this.until(permits, tokens, partial), this.until(limit, tokens, partial));
     }
     const left = tokens - permits;
     if (spend) {
@@ -182,34 +207,62 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
       this.partial = partial;
       this.last = now;
     }
-    return allow(limit, left, this.untilTokens(limit, left, partial));
+    return allow(limit, left, this.until(limit, left, partial));
   }
 
-  /** Whole tokens and units toward the next after `elapsed` ms of refill, capped at a full bucket. */
-  private refilled(elapsed: number): [number, number] {
+  /**
+   * Whole tokens and units toward the next after `elapsed` ms of refill from `tokens` and `partial`,
+   * capped at a full bucket. A debt is repaid first, so that no quotient passes the limit.
+   */
+  private refill(tokens: number, partial: number, elapsed: number): [number, number] {
     const { limit, windowMs, perMs, perToken } = this.plan;
-    // A whole window refills any bucket; below it the quotient is under `limit`, as mulDivMod needs.
-    if (this.units === limit || elapsed >= windowMs) return [limit, 0];
-    const [more, partial] = mulDivMod(elapsed, perMs, this.partial, perToken);
-    return this.units + more >= limit ? [limit, 0] : [this.units + more, partial];
+    if (tokens < 0) {
+      const [wait, above, rest] = this.repay(tokens, partial);
+      if (elapsed < wait) {
+        const [more, left] = mulDivMod(elapsed, perMs, partial, perToken);
+        return [tokens + more, left];
+      }
+      [tokens, partial, elapsed] = [above, rest, elapsed - wait];
+    }
+    // A whole window refills any bucket out of debt; below it the quotient is under `limit`, as mulDivMod needs.
+    if (tokens === limit || elapsed >= windowMs) return [limit, 0];
+    const [more, left] = mulDivMod(elapsed, perMs, partial, perToken);
+    return tokens + more >= limit ? [limit, 0] : [tokens + more, left];
   }
 
   /** Whole ms until `tokens` (with `partial` units toward the next) reach `wanted`: (wanted - tokens) · perToken - partial units, at perMs a ms. */
-  private untilTokens(wanted: number, tokens: number, partial: number): number {
+  private until(wanted: number, tokens: number, partial: number): number {
     if (tokens >= wanted) return 0;
+    if (tokens < 0) {
+      const [wait, above, rest] = this.repay(tokens, partial);
+      return wait + this.until(wanted, above, rest);
+    }
     const { perMs, perToken } = this.plan;
     const [q, r] = mulDivMod(wanted - tokens - 1, perToken, perToken - partial, perMs);
     return r > 0 ? q + 1 : q;
   }
 
-  /** The state now, for `peek(nowMs, 0)`: whole tokens held (none in debt), and the time until full. */
+  /**
+   * For a wide bucket in debt: the whole ms until refill has repaid it, and the whole tokens and
+   * units it then holds (less than one ms of refill, so below the limit).
+   */
+  private repay(tokens: number, partial: number): [number, number, number] {
+    const { perMs, perToken } = this.plan;
+    // The debt, (-tokens - 1) · perToken + (perToken - partial) units, is q ms of refill and r units.
+    const [q, r] = mulDivMod(-tokens - 1, perToken, perToken - partial, perMs);
+    const above = r > 0 ? perMs - r : 0;
+    const whole = floorDiv(above, perToken);
+    return [r > 0 ? q + 1 : q, whole, above - whole * perToken];
+  }
+
+  /** The state now, for `peek(nowMs, 0)` and `charge`: whole tokens held (none in debt), and the time until full. */
   private stateAt(nowMs: number): Decision {
     const { limit, perMs, perToken, capacity } = this.plan;
     checkTime(nowMs);
     const now = nowMs > this.last ? nowMs : this.last;
     if (this.plan.wide) {
-      const [tokens, partial] = this.refilled(now - this.last);
-      return allow(limit, tokens, this.untilTokens(limit, tokens, partial));
+      const [tokens, partial] = this.refill(this.units, this.partial, now - this.last);
+      return allow(limit, Math.max(0, tokens), this.until(limit, tokens, partial));
     }
     const units = this.unitsAt(now);
     return allow(limit, Math.max(0, floorDiv(units, perToken)), ceilDiv(capacity - units, perMs));
@@ -219,17 +272,5 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
   private unitsAt(now: number): number {
     const refilled = this.units + (now - this.last) * this.plan.perMs;
     return refilled < this.plan.capacity ? refilled : this.plan.capacity;
-  }
-
-  /**
-   * Debt and receipts are kept in scaled units, so they need a rule whose capacity in units stays
-   * below 2^53 (every rule but the largest: 1e9 per day is past it). Such a rule refuses them plainly.
-   */
-  private narrowOnly(operation: string): void {
-    if (this.plan.wide) {
-      throw rangeError(
-        `ratekeeper: TokenBucket ${operation} needs limit × windowMs / gcd(limit, windowMs) below 2^53, got ${this.plan.limit} per ${this.plan.windowMs} ms`,
-      );
-    }
   }
 }
