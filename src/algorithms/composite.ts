@@ -14,7 +14,7 @@ import type { AccountingAlgorithm, PeekableAlgorithm } from './algorithm';
  * `retryAfterMs` is the exact time until every part allows the request together, and
  * `resetAfterMs` the time until every part is back to new. Permits may not exceed the smallest
  * part's limit. Use it as the result of the keyed limiter's factory, with fresh parts for each key.
- * A custom part is taken to be as new when it allows a request for its whole limit.
+ * A part is taken to be as new when its `peek(nowMs, 0)` answers a `resetAfterMs` of 0.
  *
  * @example
  * ```ts
@@ -110,7 +110,10 @@ export class Composite extends Printable implements AccountingAlgorithm {
       if (decision.retryAfterMs > longest) longest = decision.retryAfterMs;
     }
     if (longest === 0) return allow(limit, available - permits, resetAfterMs);
-    return reject(limit, available, this.waitFrom(now, permits, longest), this.resetFrom(now, permits));
+    // The key cannot be as new before the request fits, so its reset is looked for from the retry on,
+    // the same way: both are then read at the same clock readings, however those round.
+    const retryAfterMs = this.waitFrom(now, permits, longest);
+    return reject(limit, available, retryAfterMs, this.waitFrom(now, 0, retryAfterMs));
   }
 
   /** The state now, for `peek(nowMs, 0)`: the fewest permits any part has, and the latest reset. */
@@ -147,17 +150,21 @@ export class Composite extends Printable implements AccountingAlgorithm {
   }
 
   /**
-   * The first whole ms, `wait` or later, at which every part allows the request. For the built-in
-   * algorithms the first guess is already it: with nothing spent, a refusal only eases as time
-   * passes, so a part that allows now allows later too. A custom part need not behave so (one that
-   * opens only in business hours), hence the check at the guess, moving on until all agree.
+   * The first whole ms, `wait` or later, at which every part allows the request; for `permits` 0,
+   * at which every part is as new (its state now resets in 0 ms). For the built-in algorithms the
+   * first guess is already the answer on an integer clock: with nothing spent, a refusal only eases
+   * as time passes, so a part that allows now allows later too. A custom part need not behave so
+   * (one that opens only in business hours), and on a fractional clock `now + wait` may round to a
+   * reading just short of the moment a part meant; hence the check at the guess, moving on until
+   * all agree.
    */
   private waitFrom(now: number, permits: number, wait: number): number {
     for (;;) {
       let longest = 0;
       for (const part of this.parts) {
-        const { retryAfterMs } = part.peek(now + wait, permits);
-        if (retryAfterMs > longest) longest = retryAfterMs;
+        const decision = part.peek(now + wait, permits);
+        const left = permits === 0 ? decision.resetAfterMs : decision.retryAfterMs;
+        if (left > longest) longest = left;
       }
       if (longest === 0) return wait;
       // At a time so large (a clock gone wrong) that adding the wait no longer moves it, the parts
@@ -165,21 +172,6 @@ export class Composite extends Printable implements AccountingAlgorithm {
       if (now + wait + longest === now + wait) return wait + longest;
       wait += longest;
     }
-  }
-
-  /**
-   * When a refused key is back to new: the latest of its parts. A part that allows the request
-   * reports its state after spending, so its state now is read with a whole-limit request instead:
-   * refused, it tells its reset; allowed, the part is as new.
-   */
-  private resetFrom(now: number, permits: number): number {
-    let resetAfterMs = 0;
-    for (const part of this.parts) {
-      let decision = part.peek(now, permits);
-      if (decision.allowed) decision = part.peek(now, decision.limit);
-      if (!decision.allowed && decision.resetAfterMs > resetAfterMs) resetAfterMs = decision.resetAfterMs;
-    }
-    return resetAfterMs;
   }
 }
 
