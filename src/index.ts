@@ -23,5 +23,5 @@ export type { AcquireAttempt, WaitQueueOptions } from './limiter/wait-queue';
 export { WaitQueue } from './limiter/wait-queue';
 export type { PaceOptions, WaitingRateLimiter } from './limiter/pace';
 export { pace, RateLimitedError } from './limiter/pace';
-export type { DecisionEvent, ObservedDecision, Observed, ObserveOptions } from './limiter/observe';
+export type { ChangeEvent, DecisionEvent, ObservedDecision, Observed, ObserveOptions } from './limiter/observe';
 export { observe } from './limiter/observe';

@@ -4,6 +4,7 @@ import { describe } from '../core/validate';
 import { type AcquireOptions, readAcquireOptions } from './acquire-options';
 import type { AsyncRateLimiter, RateLimiter } from './keyed-rate-limiter';
 import type { WaitingRateLimiter } from './pace';
+import type { AsyncReservation, Reservation } from './reservation';
 
 /**
  * What an observed limiter tells its hook about one decision. One small object of one shape per
@@ -36,6 +37,32 @@ export interface DecisionEvent {
 }
 
 /**
+ * What an observed limiter tells `onChange` about a change made to a key without a request being
+ * decided: a cost charged, a reservation settled or cancelled, a block, a reset. One per call, once
+ * the inner limiter has made the change (for an async limiter, as its promise settles).
+ *
+ * @example
+ * ```ts
+ * import type { ChangeEvent } from 'ratekeeper';
+ * const line = (e: ChangeEvent) =>
+ *   e.operation === 'block' ? `${e.name} blocked ${e.key} for ${e.durationMs} ms` : `${e.name} ${e.operation} ${e.key} ${e.permits ?? ''}`;
+ * ```
+ */
+export interface ChangeEvent {
+  /** The label given to `observe`. */
+  readonly name: string;
+  readonly key: string;
+  /** `'settle'` and `'cancel'` are those of a reservation the observed limiter made. */
+  readonly operation: 'charge' | 'settle' | 'cancel' | 'block' | 'reset';
+  /** The permits charged (`charge`) or the real cost settled (`settle`; 0 for `cancel`); undefined for `block` and `reset`. */
+  readonly permits: number | undefined;
+  /** How long the key is blocked (`block`); undefined otherwise. */
+  readonly durationMs: number | undefined;
+  /** The key's state after, as the inner limiter returned it (`charge`, `settle`); undefined otherwise. */
+  readonly decision: Decision | undefined;
+}
+
+/**
  * A decision from an observed limiter: a plain `Decision`, except that in shadow mode a request the
  * inner limiter refused comes back as an `Allowed` with `shadowed: true` (the refusal's `limit`,
  * `remaining`, `resetAfterMs` and `degraded` kept, `retryAfterMs` 0). Nothing else carries `shadowed`.
@@ -57,7 +84,9 @@ export type ObservedDecision = (Allowed & { readonly shadowed?: true }) | (Rejec
 
 /**
  * The limiter `observe` returns for a limiter `L`: synchronous when `L` is, async when `L` is, with
- * `acquire` when `L` has it.
+ * each of `acquire`, `peek`, `reserve`, `charge`, `block`, `reset`, `close` (and `using`) that `L`
+ * has, taking and returning what `L`'s does (a decision or a reservation's decision may come back
+ * shadowed).
  *
  * @example
  * ```ts
@@ -65,12 +94,22 @@ export type ObservedDecision = (Allowed & { readonly shadowed?: true }) | (Rejec
  * const inner = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(4)) });
  * const observed: Observed<KeyedRateLimiter> = observe(inner, { onDecision: () => {} });
  * const decision = observed.tryAcquire('k'); // synchronous, as inner.tryAcquire is
+ * observed.charge('k', 2); // and the key operations too
  * ```
  */
 export type Observed<L extends RateLimiter | AsyncRateLimiter> = (L extends RateLimiter
   ? { tryAcquire(key: string, permits?: number): ObservedDecision }
   : { tryAcquire(key: string, permits?: number): Promise<ObservedDecision> }) &
-  (L extends WaitingRateLimiter ? { acquire(key: string, permits?: number, options?: AcquireOptions): Promise<ObservedDecision> } : unknown);
+  (L extends WaitingRateLimiter ? { acquire(key: string, permits?: number, options?: AcquireOptions): Promise<ObservedDecision> } : unknown) &
+  (L extends { peek(key: string, permits?: number): infer D }
+    ? { peek(key: string, permits?: number): D extends Promise<Decision> ? Promise<ObservedDecision> : ObservedDecision }
+    : unknown) &
+  (L extends { reserve(key: string, permits?: number): infer R } ? { reserve(key: string, permits?: number): ObservedReservation<R> } : unknown) &
+  Pick<L, Extract<keyof L, 'charge' | 'block' | 'reset' | 'close' | typeof Symbol.dispose | typeof Symbol.asyncDispose>>;
+
+/** A reservation `R` (or a promise of one) whose decision may come back shadowed. */
+type ObservedReservation<R> = R extends Promise<infer A> ? Promise<Shadowable<A>> : Shadowable<R>;
+type Shadowable<R> = Omit<R, 'decision'> & { readonly decision: ObservedDecision };
 
 /**
  * Options of {@link observe}.
@@ -89,8 +128,17 @@ export type Observed<L extends RateLimiter | AsyncRateLimiter> = (L extends Rate
  * ```
  */
 export interface ObserveOptions {
-  /** Called once for every decision, synchronously as it is made (for an async limiter, as it settles). */
+  /**
+   * Called once for every decision on a request (`tryAcquire`, `acquire`, `reserve`), synchronously
+   * as it is made (for an async limiter, as it settles).
+   */
   onDecision: (event: DecisionEvent) => void;
+  /**
+   * Called once for every change made to a key without a request being decided: `charge`, a
+   * reservation's `settle` or `cancel`, `block`, `reset`. `peek` and `close` change no key and
+   * report nothing. @default undefined (not reported)
+   */
+  onChange?: ((event: ChangeEvent) => void) | undefined;
   /** The label events carry, to tell limits apart in logs and metrics. @default 'default' */
   name?: string | undefined;
   /**
@@ -100,20 +148,23 @@ export interface ObserveOptions {
    */
   shadow?: boolean | undefined;
   /**
-   * Receives what `onDecision` throws. The core writes to no console, and a broken metrics hook must
-   * not fail the request it was reporting on, so without `onError` such errors are dropped; whatever
-   * `onError` throws is dropped too. @default undefined (dropped)
+   * Receives what `onDecision` or `onChange` throws. The core writes to no console, and a broken
+   * metrics hook must not fail the request it was reporting on, so without `onError` such errors are
+   * dropped; whatever `onError` throws is dropped too. @default undefined (dropped)
    */
-  onError?: ((error: unknown, event: DecisionEvent) => void) | undefined;
+  onError?: ((error: unknown, event: DecisionEvent | ChangeEvent) => void) | undefined;
 }
 
 /**
  * Wraps a limiter so that every decision is reported to `onDecision`, and optionally (`shadow`) so
  * that it refuses nothing, for trying a new limit on real traffic before enforcing it. The wrapper
- * decides exactly as `limiter` does; a synchronous limiter stays synchronous; `acquire` is forwarded
- * when `limiter` has one, and reports only each final decision, once. A call that throws or rejects
- * (a bad argument, an aborted wait) reached no decision and reports nothing. Limiters that are not
- * wrapped pay nothing, and an app that never imports `observe` does not ship it.
+ * decides exactly as `limiter` does; a synchronous limiter stays synchronous. Whatever else of a
+ * limiter's API `limiter` has is forwarded: `acquire` (reporting only each final decision, once),
+ * `reserve` (its decision is reported as a request's), `peek` (reporting nothing), `charge`,
+ * `block`, `reset` and a reservation's `settle`/`cancel` (reported to `onChange`), and `close`
+ * (with `using`). A call that throws or rejects (a bad argument, an aborted wait) reached no
+ * decision and reports nothing. Limiters that are not wrapped pay nothing, and an app that never
+ * imports `observe` does not ship it.
  *
  * @example
  * ```ts
@@ -130,22 +181,21 @@ export interface ObserveOptions {
  * ```
  */
 export function observe<L extends RateLimiter | AsyncRateLimiter>(limiter: L, options: ObserveOptions): Observed<L> {
-  const inner = limiter as Partial<RateLimiter & WaitingRateLimiter> | null;
+  const inner = limiter as Partial<RateLimiter & WaitingRateLimiter & Managed> | null;
   if (inner === null || typeof inner !== 'object' || typeof inner.tryAcquire !== 'function') {
     throw typeError(`ratekeeper: \`limiter\` must be an object with a tryAcquire(key, permits) method, got ${describe(limiter)}`);
   }
   if (options === null || typeof options !== 'object') throw typeError(`ratekeeper: observe options must be an object, got ${describe(options)}`);
-  const { onDecision, name = 'default', shadow = false, onError } = options;
+  const { onDecision, onChange, name = 'default', shadow = false, onError } = options;
   if (typeof onDecision !== 'function') throw typeError(`ratekeeper: \`onDecision\` must be a function, got ${describe(onDecision)}`);
+  if (onChange !== undefined && typeof onChange !== 'function') throw typeError(`ratekeeper: \`onChange\` must be a function, got ${describe(onChange)}`);
   if (typeof name !== 'string') throw typeError(`ratekeeper: \`name\` must be a string, got ${describe(name)}`);
   if (typeof shadow !== 'boolean') throw typeError(`ratekeeper: \`shadow\` must be a boolean, got ${describe(shadow)}`);
   if (onError !== undefined && typeof onError !== 'function') throw typeError(`ratekeeper: \`onError\` must be a function, got ${describe(onError)}`);
 
-  const report = (key: string, permits: number, decision: Decision): ObservedDecision => {
-    const shadowed = shadow && !decision.allowed;
-    const event: DecisionEvent = { name, key, permits, decision, allowed: decision.allowed, degraded: decision.degraded, shadowed };
+  const tell = <E extends DecisionEvent | ChangeEvent>(hook: ((event: E) => void) | undefined, event: E): void => {
     try {
-      onDecision(event);
+      hook?.(event);
     } catch (error) {
       try {
         onError?.(error, event);
@@ -153,13 +203,19 @@ export function observe<L extends RateLimiter | AsyncRateLimiter>(limiter: L, op
         // Dropped on purpose: see `onError`.
       }
     }
-    return shadowed ? { ...decision, allowed: true, retryAfterMs: 0, shadowed } : decision;
   };
-  const tryAcquire = (key: string, permits = 1) => {
-    const decision = inner.tryAcquire!(key, permits) as Decision | Promise<Decision>;
-    return 'then' in decision ? decision.then((settled) => report(key, permits, settled)) : report(key, permits, decision);
+  const shadowed = (decision: Decision): ObservedDecision =>
+    shadow && !decision.allowed ? { ...decision, allowed: true, retryAfterMs: 0, shadowed: true } : decision;
+  const report = (key: string, permits: number, decision: Decision): ObservedDecision => {
+    tell(onDecision, { name, key, permits, decision, allowed: decision.allowed, degraded: decision.degraded, shadowed: shadow && !decision.allowed });
+    return shadowed(decision);
   };
-  const observed: Partial<Record<'tryAcquire' | 'acquire', unknown>> = { tryAcquire };
+  const changed = (key: string, operation: ChangeEvent['operation'], permits?: number, durationMs?: number, decision?: Decision) =>
+    tell(onChange, { name, key, operation, permits, durationMs, decision });
+
+  const observed: Record<string | symbol, unknown> = {
+    tryAcquire: (key: string, permits = 1) => then(inner.tryAcquire!(key, permits), (decision) => report(key, permits, decision)),
+  };
   if (typeof inner.acquire === 'function') {
     // Waiting is how a limit refuses a patient caller, so in shadow mode a wait is a refusal, let through at once.
     observed.acquire = (key: string, permits = 1, options?: AcquireOptions) => {
@@ -177,5 +233,47 @@ export function observe<L extends RateLimiter | AsyncRateLimiter>(limiter: L, op
       return inner.acquire!(key, permits, forwarded).then((settled) => report(key, permits, settled));
     };
   }
+  // Forwarded by presence, so that one wrapper serves a synchronous limiter and a store's async one.
+  const { peek, reserve, charge, block, reset } = inner;
+  if (typeof peek === 'function') observed.peek = (key: string, permits?: number) => then(peek.call(inner, key, permits), shadowed);
+  if (typeof charge === 'function') {
+    observed.charge = (key: string, permits: number) => then(charge.call(inner, key, permits), (decision) => (changed(key, 'charge', permits, undefined, decision), decision));
+  }
+  if (typeof block === 'function') observed.block = (key: string, durationMs: number) => then(block.call(inner, key, durationMs), () => changed(key, 'block', undefined, durationMs));
+  if (typeof reset === 'function') observed.reset = (key: string) => then(reset.call(inner, key), () => changed(key, 'reset'));
+  if (typeof reserve === 'function') {
+    observed.reserve = (key: string, permits = 1) =>
+      then(reserve.call(inner, key, permits), (reservation) => {
+        // Only a granted reservation can change its key when settled; a refused one's settle is its refusal.
+        const granted = reservation.decision.allowed;
+        return {
+          decision: report(key, permits, reservation.decision),
+          settle: (actual: number) =>
+            then(reservation.settle(actual), (decision: Decision) => {
+              if (granted) changed(key, 'settle', actual, undefined, decision);
+              return shadowed(decision);
+            }),
+          cancel: () => then(reservation.cancel(), () => (granted ? changed(key, 'cancel', 0) : undefined)),
+        };
+      });
+  }
+  for (const method of ['close', Symbol.dispose, Symbol.asyncDispose, Symbol.for('Symbol.dispose'), Symbol.for('Symbol.asyncDispose')]) {
+    const own = (inner as Record<string | symbol, unknown>)[method];
+    if (typeof own === 'function') observed[method] = () => own.call(inner);
+  }
   return observed as Observed<L>;
+}
+
+/** The key operations a limiter may have, sync or async. */
+interface Managed {
+  peek(key: string, permits?: number): Decision | Promise<Decision>;
+  reserve(key: string, permits?: number): Reservation | AsyncReservation | Promise<AsyncReservation>;
+  charge(key: string, permits: number): Decision | Promise<Decision>;
+  block(key: string, durationMs: number): void | Promise<void>;
+  reset(key: string): void | Promise<void>;
+}
+
+/** `next` applied to a value, or to a promise's value once it settles: one path for sync and async limiters. */
+function then<T, U>(value: T | Promise<T>, next: (value: T) => U): U | Promise<U> {
+  return typeof (value as Partial<Promise<T>> | undefined)?.then === 'function' ? (value as Promise<T>).then(next) : next(value as T);
 }

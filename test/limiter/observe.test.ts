@@ -3,6 +3,7 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
 import { withRateLimit } from '../../src/http';
 import {
   type AsyncRateLimiter,
+  type ChangeEvent,
   type Decision,
   type DecisionEvent,
   KeyedRateLimiter,
@@ -15,6 +16,7 @@ import {
   observe,
 } from '../../src/index';
 import { RedisRateLimiter } from '../../src/redis';
+import type { AsyncReservation, Reservation } from '../../src/limiter/reservation';
 import { type AlgorithmCase, algorithms, composites } from '../support/algorithms';
 import { ioredisClient, redisPort, uniquePrefix } from '../redis/helpers/clients';
 import { rangeError, typeError } from '../../src/core/errors';
@@ -189,7 +191,7 @@ describe('observe', () => {
   it('a hook that throws breaks no decision: onError hears it, and what onError throws is dropped', async () => {
     const inner = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(1)), clock: new ManualClock() });
     const failure = new Error('metrics backend down');
-    const heard: [unknown, DecisionEvent][] = [];
+    const heard: [unknown, DecisionEvent | ChangeEvent][] = [];
     const onDecision = () => {
       throw failure;
     };
@@ -220,6 +222,175 @@ describe('observe', () => {
   ])('refuses %s, naming it', (_, limiter, options, error) => {
     const real = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(1)) });
     expect(() => observe((limiter === 'limiter' ? real : limiter) as KeyedRateLimiter, options as ObserveOptions)).toThrow(error);
+  });
+});
+
+/** The key operations, over an async limiter in miniature: each answers a tick later, as a store would. */
+function asyncManaged(inner: KeyedRateLimiter) {
+  const later = async <T>(run: () => T): Promise<T> => (await flush(), run());
+  return {
+    tryAcquire: (key: string, permits?: number) => later(() => inner.tryAcquire(key, permits)),
+    peek: (key: string, permits?: number) => later(() => inner.peek(key, permits)),
+    charge: (key: string, permits: number) => later(() => inner.charge(key, permits)),
+    block: (key: string, durationMs: number) => later(() => inner.block(key, durationMs)),
+    reset: (key: string) => later(() => inner.reset(key)),
+    reserve: (key: string, permits?: number): Promise<AsyncReservation> =>
+      later(() => {
+        const reservation = inner.reserve(key, permits);
+        return { decision: reservation.decision, settle: (actual: number) => later(() => reservation.settle(actual)), cancel: () => later(() => reservation.cancel()) };
+      }),
+    close: () => inner.close(),
+  };
+}
+
+type KeyOp =
+  | { readonly op: 'tryAcquire' | 'peek' | 'reserve' | 'charge'; readonly dt: number; readonly key: string; readonly permits: number }
+  | { readonly op: 'settle'; readonly dt: number; readonly which: number; readonly permits: number }
+  | { readonly op: 'block'; readonly dt: number; readonly key: string; readonly durationMs: number }
+  | { readonly op: 'reset'; readonly dt: number; readonly key: string };
+
+const keyOpsArb = (limit: number) =>
+  fc.array(
+    fc.oneof(
+      fc.record({ op: fc.constantFrom('tryAcquire' as const, 'peek' as const, 'reserve' as const), dt: fc.integer({ min: 0, max: 500 }), key: fc.constantFrom('a', 'b'), permits: fc.integer({ min: 1, max: limit }) }),
+      fc.record({ op: fc.constant('charge' as const), dt: fc.integer({ min: 0, max: 500 }), key: fc.constantFrom('a', 'b'), permits: fc.integer({ min: 1, max: 3 * limit }) }),
+      fc.record({ op: fc.constant('settle' as const), dt: fc.integer({ min: 0, max: 500 }), which: fc.nat(), permits: fc.integer({ min: 0, max: 2 * limit }) }),
+      fc.record({ op: fc.constant('block' as const), dt: fc.integer({ min: 0, max: 500 }), key: fc.constantFrom('a', 'b'), durationMs: fc.integer({ min: 1, max: 2000 }) }),
+      fc.record({ op: fc.constant('reset' as const), dt: fc.integer({ min: 0, max: 500 }), key: fc.constantFrom('a', 'b') }),
+    ),
+    { maxLength: 30, size: 'max' },
+  );
+
+const keyTrafficArb = fc
+  .record({ kind: fc.constantFrom<AlgorithmCase>(...algorithms, ...composites), limit: fc.integer({ min: 1, max: 5 }), windowMs: fc.integer({ min: 1, max: 3000 }) })
+  .chain(({ kind, limit, windowMs }) => fc.record({ kind: fc.constant(kind), rule: fc.constant(new Rule(limit, windowMs)), ops: keyOpsArb(limit), shadow: fc.boolean() }));
+
+type Event = ['decision', DecisionEvent] | ['change', ChangeEvent];
+
+/**
+ * Plays key operations on an observed limiter and on an unwrapped twin, expecting the same answers
+ * (shadowed where shadow mode says) and the events each operation should report, in order.
+ */
+async function playKeyOps({ kind, rule, ops, shadow }: { kind: AlgorithmCase; rule: Rule; ops: readonly KeyOp[]; shadow: boolean }, async: boolean) {
+  const side = limiterFor(kind, rule);
+  const twin = limiterFor(kind, rule);
+  const events: Event[] = [];
+  const options: ObserveOptions = { name: 'ops', shadow, onDecision: (e) => void events.push(['decision', e]), onChange: (e) => void events.push(['change', e]) };
+  const observed = async ? observe(asyncManaged(side.limiter), options) : observe(side.limiter, options);
+  const expected: Event[] = [];
+  const seen = (decision: Decision) => (shadow && !decision.allowed ? { ...decision, allowed: true, retryAfterMs: 0, shadowed: true } : decision);
+  const decided = (key: string, permits: number, decision: Decision) =>
+    expected.push(['decision', { name: 'ops', key, permits, decision, allowed: decision.allowed, degraded: decision.degraded, shadowed: shadow && !decision.allowed }]);
+  const changed = (key: string, operation: ChangeEvent['operation'], permits?: number, durationMs?: number, decision?: Decision) =>
+    expected.push(['change', { name: 'ops', key, operation, permits, durationMs, decision }]);
+  const held: { key: string; mine: Reservation | AsyncReservation; theirs: Reservation }[] = [];
+  for (const step of ops) {
+    side.clock.advance(step.dt);
+    twin.clock.advance(step.dt);
+    if (step.op === 'tryAcquire') {
+      const decision = twin.limiter.tryAcquire(step.key, step.permits);
+      expect(await observed.tryAcquire(step.key, step.permits)).toStrictEqual(seen(decision));
+      decided(step.key, step.permits, decision);
+    } else if (step.op === 'peek') {
+      expect(await observed.peek(step.key, step.permits)).toStrictEqual(seen(twin.limiter.peek(step.key, step.permits)));
+    } else if (step.op === 'charge') {
+      const decision = twin.limiter.charge(step.key, step.permits);
+      expect(await observed.charge(step.key, step.permits)).toStrictEqual(decision);
+      changed(step.key, 'charge', step.permits, undefined, decision);
+    } else if (step.op === 'reserve') {
+      const theirs = twin.limiter.reserve(step.key, step.permits);
+      const mine = await observed.reserve(step.key, step.permits);
+      expect(mine.decision).toStrictEqual(seen(theirs.decision));
+      decided(step.key, step.permits, theirs.decision);
+      held.push({ key: step.key, mine, theirs });
+    } else if (step.op === 'settle') {
+      const [reservation] = held.splice(step.which % Math.max(1, held.length), 1);
+      if (reservation === undefined) continue;
+      const { key, mine, theirs } = reservation;
+      if (step.permits === 0) {
+        theirs.cancel();
+        expect(await mine.cancel()).toBeUndefined();
+        if (theirs.decision.allowed) changed(key, 'cancel', 0);
+      } else {
+        const decision = theirs.settle(step.permits);
+        expect(await mine.settle(step.permits)).toStrictEqual(seen(decision));
+        if (theirs.decision.allowed) changed(key, 'settle', step.permits, undefined, decision);
+      }
+    } else if (step.op === 'block') {
+      twin.limiter.block(step.key, step.durationMs);
+      expect(await observed.block(step.key, step.durationMs)).toBeUndefined();
+      changed(step.key, 'block', undefined, step.durationMs);
+    } else {
+      twin.limiter.reset(step.key);
+      expect(await observed.reset(step.key)).toBeUndefined();
+      changed(step.key, 'reset');
+    }
+    expect(events).toStrictEqual(expected);
+  }
+  for (const key of ['a', 'b']) expect(side.limiter.peek(key, 0)).toStrictEqual(twin.limiter.peek(key, 0));
+}
+
+describe('observe forwards the key operations', () => {
+  test.prop([keyTrafficArb])(
+    'peek, reserve (settle, cancel), charge, block and reset do as the inner limiter does; a reservation is a decision, charge/settle/cancel/block/reset are changes, peek reports nothing',
+    (traffic) => playKeyOps(traffic, false),
+  );
+
+  test.prop([keyTrafficArb])('the same over an async limiter whose key operations return promises', (traffic) => playKeyOps(traffic, true));
+
+  it('offers exactly the operations the inner limiter has, typed as its own (sync or async)', async () => {
+    const inner = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)), clock: new ManualClock() });
+    const sync = observe(inner, { onDecision: () => {} });
+    expectTypeOf(sync.peek).returns.toEqualTypeOf<ObservedDecision>();
+    expectTypeOf(sync.charge).returns.toEqualTypeOf<Decision>();
+    expectTypeOf(sync.reserve).returns.toHaveProperty('decision').toEqualTypeOf<ObservedDecision>();
+    expectTypeOf(sync.reserve).returns.toHaveProperty('settle').returns.toEqualTypeOf<Decision>();
+    expectTypeOf(sync.block).toEqualTypeOf<KeyedRateLimiter['block']>();
+    expectTypeOf(sync.reset).toEqualTypeOf<KeyedRateLimiter['reset']>();
+    expectTypeOf(sync.close).toEqualTypeOf<KeyedRateLimiter['close']>();
+
+    const async = observe(asyncManaged(inner), { onDecision: () => {} });
+    expectTypeOf(async.peek).returns.toEqualTypeOf<Promise<ObservedDecision>>();
+    expectTypeOf(async.charge).returns.toEqualTypeOf<Promise<Decision>>();
+    expectTypeOf(async.reserve).returns.resolves.toHaveProperty('decision').toEqualTypeOf<ObservedDecision>();
+    expectTypeOf(async.block).returns.toEqualTypeOf<Promise<void>>();
+    expect(await async.peek('k', 0)).toMatchObject({ allowed: true, remaining: 2 });
+
+    const bare = observe(asyncOver(inner), { onDecision: () => {} });
+    for (const method of ['peek', 'reserve', 'charge', 'block', 'reset', 'close']) expect(method in bare).toBe(false);
+    expectTypeOf(bare).not.toHaveProperty('peek');
+    expectTypeOf(bare).not.toHaveProperty('reserve');
+    expectTypeOf(bare).not.toHaveProperty('close');
+  });
+
+  it('forwards close() and using: a waiter on the inner limiter is let go', async () => {
+    const scheduler = new ManualScheduler();
+    const inner = new KeyedRateLimiter({ algorithm: () => new TokenBucket(new Rule(1, 1000)), clock: scheduler });
+    const waiting = (() => {
+      using observed = observe(inner, { onDecision: () => {} });
+      observed.tryAcquire('k');
+      return observed.acquire('k');
+    })();
+    await expect(waiting).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_CLOSED' });
+    const again = observe(inner, { onDecision: () => {} });
+    await expect(again.acquire('k')).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_CLOSED' });
+    again.close();
+  });
+
+  it('a hook for changes that throws breaks nothing: onError hears it with the event', () => {
+    const inner = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)), clock: new ManualClock() });
+    const heard: unknown[] = [];
+    const failure = new Error('audit log down');
+    const observed = observe(inner, {
+      onDecision: () => {},
+      onChange: () => {
+        throw failure;
+      },
+      onError: (error, event) => void heard.push(error, event),
+    });
+    expect(observed.charge('k', 3)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(heard).toEqual([failure, expect.objectContaining({ operation: 'charge', key: 'k', permits: 3 })]);
+    expect(() => observe(inner, { onDecision: () => {}, onChange: 'log' as never })).toThrow(typeError('ratekeeper: `onChange` must be a function, got "log"'));
   });
 });
 
@@ -320,6 +491,21 @@ describe('observe with the HTTP middleware', () => {
       ['api', 'client-1', true],
       ['api', 'client-1', false],
     ]);
+  });
+
+  it('settles through an observed limiter: failed requests given back with skipFailedRequests, each request one decision, each refund one change', async () => {
+    const { events, options } = recorder({ name: 'login' });
+    const changes: ChangeEvent[] = [];
+    const inner = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(2)), clock: new ManualClock() });
+    let status = 401;
+    const handler = withRateLimit({ limiter: observe(inner, { ...options, onChange: (e) => void changes.push(e) }), key: () => 'client-1', skipFailedRequests: true }, () => new Response('no', { status }));
+    for (let i = 0; i < 3; i++) expect((await handler(request())).status).toBe(401);
+    await flush();
+    expect(events.map((e) => e.allowed)).toEqual([true, true, true]); // every failure was given back
+    expect(changes.map((e) => [e.operation, e.key])).toEqual([['cancel', 'client-1'], ['cancel', 'client-1'], ['cancel', 'client-1']]);
+    status = 200;
+    for (let i = 0; i < 3; i++) await handler(request());
+    expect(events.map((e) => e.allowed)).toEqual([true, true, true, true, true, false]);
   });
 
   it('in shadow mode every request is served, and the would-be refusals are reported', async () => {
