@@ -181,7 +181,7 @@ export interface ObserveOptions {
  * ```
  */
 export function observe<L extends RateLimiter | AsyncRateLimiter>(limiter: L, options: ObserveOptions): Observed<L> {
-  const inner = limiter as Partial<RateLimiter & WaitingRateLimiter & Managed> | null;
+  const inner = limiter as Partial<RateLimiter & WaitingRateLimiter> | null;
   if (inner === null || typeof inner !== 'object' || typeof inner.tryAcquire !== 'function') {
     throw typeError(`ratekeeper: \`limiter\` must be an object with a tryAcquire(key, permits) method, got ${describe(limiter)}`);
   }
@@ -213,9 +213,7 @@ export function observe<L extends RateLimiter | AsyncRateLimiter>(limiter: L, op
   const changed = (key: string, operation: ChangeEvent['operation'], permits?: number, durationMs?: number, decision?: Decision) =>
     tell(onChange, { name, key, operation, permits, durationMs, decision });
 
-  const observed: Record<string | symbol, unknown> = {
-    tryAcquire: (key: string, permits = 1) => then(inner.tryAcquire!(key, permits), (decision) => report(key, permits, decision)),
-  };
+  const observed: Record<string | symbol, unknown> = {};
   if (typeof inner.acquire === 'function') {
     // Waiting is how a limit refuses a patient caller, so in shadow mode a wait is a refusal, let through at once.
     observed.acquire = (key: string, permits = 1, options?: AcquireOptions) => {
@@ -233,45 +231,33 @@ export function observe<L extends RateLimiter | AsyncRateLimiter>(limiter: L, op
       return inner.acquire!(key, permits, forwarded).then((settled) => report(key, permits, settled));
     };
   }
-  // Forwarded by presence, so that one wrapper serves a synchronous limiter and a store's async one.
-  const { peek, reserve, charge, block, reset } = inner;
-  if (typeof peek === 'function') observed.peek = (key: string, permits?: number) => then(peek.call(inner, key, permits), shadowed);
-  if (typeof charge === 'function') {
-    observed.charge = (key: string, permits: number) => then(charge.call(inner, key, permits), (decision) => (changed(key, 'charge', permits, undefined, decision), decision));
-  }
-  if (typeof block === 'function') observed.block = (key: string, durationMs: number) => then(block.call(inner, key, durationMs), () => changed(key, 'block', undefined, durationMs));
-  if (typeof reset === 'function') observed.reset = (key: string) => then(reset.call(inner, key), () => changed(key, 'reset'));
-  if (typeof reserve === 'function') {
-    observed.reserve = (key: string, permits = 1) =>
-      then(reserve.call(inner, key, permits), (reservation) => {
-        // Only a granted reservation can change its key when settled; a refused one's settle is its refusal.
-        const granted = reservation.decision.allowed;
-        return {
-          decision: report(key, permits, reservation.decision),
-          settle: (actual: number) =>
-            then(reservation.settle(actual), (decision: Decision) => {
-              if (granted) changed(key, 'settle', actual, undefined, decision);
-              return shadowed(decision);
-            }),
-          cancel: () => then(reservation.cancel(), () => (granted ? changed(key, 'cancel', 0) : undefined)),
-        };
-      });
-  }
-  for (const method of ['close', Symbol.dispose, Symbol.asyncDispose, Symbol.for('Symbol.dispose'), Symbol.for('Symbol.asyncDispose')]) {
-    const own = (inner as Record<string | symbol, unknown>)[method];
-    if (typeof own === 'function') observed[method] = () => own.call(inner);
-  }
+  // Forwarded by presence, so that one wrapper serves a synchronous limiter and a store's async one;
+  // `after` sees the call's arguments and its result (once settled) and answers in its place.
+  // The method is looked up at each call: a KeyedRateLimiter puts its own tryAcquire in place at its first block.
+  const methods = inner as Record<string | symbol, (...args: Args) => unknown>;
+  const forward = <R>(method: string | symbol, after: (args: Args, result: R) => unknown) => {
+    if (typeof methods[method] === 'function') observed[method] = (...args: Args) => then(methods[method]!(...args) as R | Promise<R>, (result) => after(args, result));
+  };
+  forward<Decision>('tryAcquire', ([key, permits = 1], decision) => report(key, permits, decision));
+  forward<Decision>('peek', (_, decision) => shadowed(decision));
+  forward<Decision>('charge', ([key, permits], decision) => (changed(key, 'charge', permits, undefined, decision), decision));
+  forward('block', ([key, durationMs]) => changed(key, 'block', undefined, durationMs));
+  forward('reset', ([key]) => changed(key, 'reset'));
+  forward<Reservation | AsyncReservation>('reserve', ([key, permits = 1], reservation) => {
+    // Only a granted reservation can change its key when settled; a refused one's settle is its refusal.
+    const granted = reservation.decision.allowed;
+    return {
+      decision: report(key, permits, reservation.decision),
+      settle: (actual: number) => then(reservation.settle(actual), (decision) => (granted && changed(key, 'settle', actual, undefined, decision), shadowed(decision))),
+      cancel: () => then(reservation.cancel(), () => void (granted && changed(key, 'cancel', 0))),
+    };
+  });
+  for (const method of ['close', Symbol.dispose, Symbol.asyncDispose, Symbol.for('Symbol.dispose'), Symbol.for('Symbol.asyncDispose')]) forward(method, (_, result) => result);
   return observed as Observed<L>;
 }
 
-/** The key operations a limiter may have, sync or async. */
-interface Managed {
-  peek(key: string, permits?: number): Decision | Promise<Decision>;
-  reserve(key: string, permits?: number): Reservation | AsyncReservation | Promise<AsyncReservation>;
-  charge(key: string, permits: number): Decision | Promise<Decision>;
-  block(key: string, durationMs: number): void | Promise<void>;
-  reset(key: string): void | Promise<void>;
-}
+/** A forwarded call's arguments: a key, then a number (permits or a duration) when the method takes one. */
+type Args = [key: string, amount?: number];
 
 /** `next` applied to a value, or to a promise's value once it settles: one path for sync and async limiters. */
 function then<T, U>(value: T | Promise<T>, next: (value: T) => U): U | Promise<U> {
