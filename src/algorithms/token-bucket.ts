@@ -55,9 +55,10 @@ const planFor = sharedPerRule(scaledUnits);
  * Allows bursts up to the limit, then a steady rate. Refill is computed lazily from elapsed time;
  * there are no timers.
  *
- * Exact on an integer clock for every rule: while `limit × windowMs / gcd(limit, windowMs)` stays
- * below 2^53 in one number of scaled units, above it (1e9 per day) in whole tokens plus the units
- * toward the next one, refilled with exact wide products.
+ * Exact on an integer clock for every rule and every operation (debt and refunds included): while
+ * the capacity, `limit × windowMs / gcd(limit, windowMs)` scaled units, stays below 2^52 (so that a
+ * full bucket down to a full debt spans less than 2^53) in one number of scaled units, above it
+ * (1e9 per day) in whole tokens plus the units toward the next one, with exact wide products.
  *
  * @example
  * ```ts
