@@ -1,10 +1,11 @@
 import { allow, reject, type Decision } from '../core/decision';
-import { ceilDiv, floorDiv, gcd, mulDivMod } from '../core/exact';
+import { ceilDiv, floorDiv, gcd } from '../core/exact';
 import { sharedPerRule, type Rule } from '../core/rule';
 import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
 import { checkCharge, DEBT_LIMITS, forgive, forgivenCount, type Receipt, type Reserved } from './accounting';
 import type { AccountingAlgorithm } from './algorithm';
+import { refill, until } from './wide-bucket';
 
 /**
  * What a bucket's reservation remembers: the state right after the grant (scaled units, or for a
@@ -106,7 +107,7 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
     const { limit, perToken, capacity } = this.plan;
     const now = nowMs > this.last ? nowMs : this.last;
     if (this.plan.wide) {
-      const [tokens, partial] = this.refill(this.units, this.partial, now - this.last);
+      const [tokens, partial] = refill(this.plan, this.units, this.partial, now - this.last);
       // The bound is -limit whole tokens and no units; compared without forming a number past 2^53.
       const over = permits - DEBT_LIMITS * limit > tokens;
       if (over) forgive(this);
@@ -142,12 +143,12 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
     const now = nowMs > this.last ? nowMs : this.last;
     if (this.plan.wide) {
       // The grant's state refilled to now: the tokens it is still short of full are what is owed.
-      const [granted, grantedPartial] = this.refill(units, partial, now - at);
+      const [granted, grantedPartial] = refill(this.plan, units, partial, now - at);
       const short = limit - granted;
       if (short === 0 || permits === 0) return;
       // All the permits while fewer than that; else the whole deficit, `short` tokens less the units held.
       const [owed, less] = permits < short ? [permits, 0] : [short, grantedPartial];
-      let [tokens, part] = this.refill(this.units, this.partial, now - this.last);
+      let [tokens, part] = refill(this.plan, this.units, this.partial, now - this.last);
       if (tokens > 0 && owed > limit - tokens) [tokens, part] = [limit, 0];
       else [tokens, part] = part < less ? [tokens + owed - 1, part - less + perToken] : [tokens + owed, part - less];
       [this.units, this.partial] = tokens < limit ? [tokens, part] : [limit, 0];
@@ -162,7 +163,7 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
 
   isIdle(nowMs: number): boolean {
     const elapsed = nowMs > this.last ? nowMs - this.last : 0;
-    if (this.plan.wide) return this.refill(this.units, this.partial, elapsed)[0] === this.plan.limit;
+    if (this.plan.wide) return refill(this.plan, this.units, this.partial, elapsed)[0] === this.plan.limit;
     return this.units + elapsed * this.plan.perMs >= this.plan.capacity;
   }
 
@@ -198,9 +199,9 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
     checkTime(nowMs);
     checkPermits(permits, limit);
     const now = nowMs > this.last ? nowMs : this.last;
-    const [tokens, partial] = this.refill(this.units, this.partial, now - this.last);
+    const [tokens, partial] = refill(this.plan, this.units, this.partial, now - this.last);
     if (tokens < permits) {
-      return reject(limit, Math.max(0, tokens), this.until(permits, tokens, partial), this.until(limit, tokens, partial));
+      return reject(limit, Math.max(0, tokens), until(this.plan, permits, tokens, partial), until(this.plan, limit, tokens, partial));
     }
     const left = tokens - permits;
     if (spend) {
@@ -208,52 +209,7 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
       this.partial = partial;
       this.last = now;
     }
-    return allow(limit, left, this.until(limit, left, partial));
-  }
-
-  /**
-   * Whole tokens and units toward the next after `elapsed` ms of refill from `tokens` and `partial`,
-   * capped at a full bucket. A debt is repaid first, so that no quotient passes the limit.
-   */
-  private refill(tokens: number, partial: number, elapsed: number): [number, number] {
-    const { limit, windowMs, perMs, perToken } = this.plan;
-    if (tokens < 0) {
-      const [wait, above, rest] = this.repay(tokens, partial);
-      if (elapsed < wait) {
-        const [more, left] = mulDivMod(elapsed, perMs, partial, perToken);
-        return [tokens + more, left];
-      }
-      [tokens, partial, elapsed] = [above, rest, elapsed - wait];
-    }
-    // A whole window refills any bucket out of debt; below it the quotient is under `limit`, as mulDivMod needs.
-    if (tokens === limit || elapsed >= windowMs) return [limit, 0];
-    const [more, left] = mulDivMod(elapsed, perMs, partial, perToken);
-    return tokens + more >= limit ? [limit, 0] : [tokens + more, left];
-  }
-
-  /** Whole ms until `tokens` (with `partial` units toward the next) reach `wanted`: (wanted - tokens) · perToken - partial units, at perMs a ms. */
-  private until(wanted: number, tokens: number, partial: number): number {
-    if (tokens >= wanted) return 0;
-    if (tokens < 0) {
-      const [wait, above, rest] = this.repay(tokens, partial);
-      return wait + this.until(wanted, above, rest);
-    }
-    const { perMs, perToken } = this.plan;
-    const [q, r] = mulDivMod(wanted - tokens - 1, perToken, perToken - partial, perMs);
-    return r > 0 ? q + 1 : q;
-  }
-
-  /**
-   * For a wide bucket in debt: the whole ms until refill has repaid it, and the whole tokens and
-   * units it then holds (less than one ms of refill, so below the limit).
-   */
-  private repay(tokens: number, partial: number): [number, number, number] {
-    const { perMs, perToken } = this.plan;
-    // The debt, (-tokens - 1) · perToken + (perToken - partial) units, is q ms of refill and r units.
-    const [q, r] = mulDivMod(-tokens - 1, perToken, perToken - partial, perMs);
-    const above = r > 0 ? perMs - r : 0;
-    const whole = floorDiv(above, perToken);
-    return [r > 0 ? q + 1 : q, whole, above - whole * perToken];
+    return allow(limit, left, until(this.plan, limit, left, partial));
   }
 
   /** The state now, for `peek(nowMs, 0)` and `charge`: whole tokens held (none in debt), and the time until full. */
@@ -262,8 +218,8 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
     checkTime(nowMs);
     const now = nowMs > this.last ? nowMs : this.last;
     if (this.plan.wide) {
-      const [tokens, partial] = this.refill(this.units, this.partial, now - this.last);
-      return allow(limit, Math.max(0, tokens), this.until(limit, tokens, partial));
+      const [tokens, partial] = refill(this.plan, this.units, this.partial, now - this.last);
+      return allow(limit, Math.max(0, tokens), until(this.plan, limit, tokens, partial));
     }
     const units = this.unitsAt(now);
     return allow(limit, Math.max(0, floorDiv(units, perToken)), ceilDiv(capacity - units, perMs));
