@@ -231,7 +231,10 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
   };
 }
 
-/** A decision has no `then`; a store's answer on its way (any thenable, not only a native promise) has. */
+/**
+ * A decision has no `then`; a store's answer on its way (any thenable, not only a native promise)
+ * has. A custom limiter's answer that is neither (undefined, say) is left for the header check to name.
+ */
 function isThenable(value: Decision | PromiseLike<Decision>): value is PromiseLike<Decision> {
-  return typeof (value as Partial<PromiseLike<Decision>>).then === 'function';
+  return typeof (value as Partial<PromiseLike<Decision>> | null | undefined)?.then === 'function';
 }

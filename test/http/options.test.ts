@@ -57,6 +57,8 @@ describe('per-request callbacks', () => {
     ['a cost above the limit', { key: () => 'k', cost: () => 4 }, rangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4')],
     ['a promised key that is no string', { key: async () => 42 }, typeError('ratekeeper: `key` must return a string, got 42')],
     ['a promised cost of 0', { key: () => 'k', cost: async () => 0 }, rangeError('ratekeeper: `cost` must be a safe integer of at least 1, got 0')],
+    ['a limiter answering no decision', { key: () => 'k', limiter: { tryAcquire: () => undefined } }, typeError('ratekeeper: `decision` must be an object, got undefined')],
+    ['a limiter answering null', { key: () => 'k', limiter: { tryAcquire: () => null } }, typeError('ratekeeper: `decision` must be an object, got null')],
   ])('reject %s', async (_, options, error) => {
     await expect(run(options)).rejects.toThrow(error);
   });
