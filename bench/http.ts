@@ -32,6 +32,12 @@ export interface HttpSample {
   readonly serverUs: number;
   /** Redis server CPU per request, µs. */
   readonly redisUs: number;
+  /**
+   * The load generator's CPU per request (this process, which runs autocannon), µs: the third
+   * party on the same cores. With it, the CPU a request costs in all is known, and the ratio of
+   * those totals is what requests/s would show if the cores were ours alone.
+   */
+  readonly loadGeneratorUs: number;
   /** Requests per script call (EVALSHA and EVAL): how many decisions a round trip carried. */
   readonly perScript: number;
 }
@@ -77,7 +83,9 @@ async function sample(client: Redis, server: { child: ChildProcess; port: number
   await client.config('RESETSTAT');
   const redisCpu = await redisCpuUs(client);
   const serverCpu = await serverCpuUs(server.child);
+  const generatorCpu = process.cpuUsage();
   const result = await drive(server.port, connections, HTTP_SECONDS);
+  const generator = process.cpuUsage(generatorCpu);
   const requests = result.requests.total;
   const serverUs = ((await serverCpuUs(server.child)) - serverCpu) / requests;
   const redisUs = ((await redisCpuUs(client)) - redisCpu) / requests;
@@ -91,6 +99,7 @@ async function sample(client: Redis, server: { child: ChildProcess; port: number
     non2xx: result.non2xx,
     serverUs,
     redisUs,
+    loadGeneratorUs: (generator.user + generator.system) / requests,
     perScript: scriptCalls === 0 ? NaN : requests / scriptCalls,
   };
 }

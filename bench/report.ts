@@ -306,7 +306,25 @@ function httpRatio(results: BenchResults, connections: number, a: string, b: str
 
 function httpSection(results: BenchResults): Section {
   const none = HTTP_CONTENDERS[0];
-  const rows: Rows = [['connections', 'server', 'requests/s', '÷ no limiter', 'p50 ms', 'p90 ms', 'p99 ms', 'mean ms', 'server CPU µs/request', 'Redis CPU µs/request', 'requests per script call', 'non-2xx']];
+  const rows: Rows = [
+    [
+      'connections',
+      'server',
+      'requests/s',
+      '÷ no limiter',
+      'p50 ms',
+      'p90 ms',
+      'p99 ms',
+      'mean ms',
+      'server CPU µs/request',
+      'Redis CPU µs/request',
+      'autocannon CPU µs/request',
+      'no limiter\'s CPU ÷ this CPU',
+      'requests per script call',
+      'non-2xx',
+    ],
+  ];
+  const allCpu = (sample: HttpSample): number => sample.serverUs + sample.redisUs + sample.loadGeneratorUs;
   for (const connections of HTTP_CONNECTIONS) {
     for (const name of HTTP_CONTENDERS) {
       const samples = results.http.samples[connections]?.[name];
@@ -321,6 +339,8 @@ function httpSection(results: BenchResults): Section {
         ms(httpMedian(samples, 'meanMs')),
         us(httpMedian(samples, 'serverUs')),
         us(httpMedian(samples, 'redisUs')),
+        us(httpMedian(samples, 'loadGeneratorUs')),
+        formatRatio(ratioMedian(results.http.samples[connections]?.[none]?.map(allCpu), samples?.map(allCpu))),
         name === HTTP_CONTENDERS[1] || name === HTTP_CONTENDERS[2] ? formatNumber(httpMedian(samples, 'perScript'), 1) : '—',
         formatNumber(Math.max(...(samples ?? []).map((sample) => sample.non2xx))),
       ]);
@@ -330,7 +350,8 @@ function httpSection(results: BenchResults): Section {
     title: `End to end over HTTP: node:http on loopback, autocannon with ${HTTP_CONNECTIONS.join(' and ')} connections, ${formatNumber(HTTP_USERS)} users, ${HTTP_ROUNDS} interleaved rounds of ${HTTP_SECONDS} s`,
     note:
       'Each server runs in its own process and answers `ok`; the limited ones check each request per `x-user` header (3600 per hour, so nobody is refused). The Redis ones share one redis-server spawned for the run; the in-memory row (each server its own limit, no Redis) tells the middleware\'s cost from the Redis hop\'s. autocannon (npm) drives them from the bench process; its latency histogram has whole-millisecond resolution. ' +
-      'Load generator, servers and Redis share the machine\'s cores, so every microsecond a limiter costs shows in requests/s, and a bare `ok` is the cheapest handler there is; server CPU per request (process.cpuUsage of the server) is the view that does not depend on the neighbours.',
+      'Load generator, servers and Redis share the machine\'s cores, so every microsecond a limiter costs shows in requests/s, and a bare `ok` is the cheapest handler there is; server CPU per request (process.cpuUsage of the server) is the view that does not depend on the neighbours. ' +
+      'autocannon CPU is the bench process\'s own, which runs it; the CPU a request costs in all (autocannon, server and Redis) over the no-limiter server\'s is the ratio requests/s would show if the cores were these three\'s alone and fully busy.',
     rows,
   };
 }

@@ -102,7 +102,7 @@ export function nodeRateLimit<Req extends NodeRequestLike = NodeRequestLike, Res
     if (verdict === undefined) return true;
     const { decision, headers, finish } = verdict;
     (req as { rateLimit?: Decision }).rateLimit = decision;
-    if (!res.headersSent) for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+    if (!res.headersSent) for (const name in headers) res.setHeader(name, headers[name]!);
     if (finish !== undefined) settleOnClose(res, finish);
     if (decision.allowed) return true;
     if (onRejected !== undefined) {

@@ -2,7 +2,7 @@ import type { Decision } from '../core/decision';
 import { rangeError } from '../core/errors';
 import { assertObject, oneOf } from './check';
 import { policiesOf, policyOf, tighter, type Policy } from './policy';
-import { sfString } from './structured-field';
+import { policyName, sfString } from './structured-field';
 
 /** The header formats `rateLimitHeaders` can write, newest first. */
 export const HEADER_FORMATS = ['draft-10', 'draft-7', 'draft-6', 'x-ratelimit'] as const;
@@ -140,6 +140,24 @@ export function rateLimitHeaders(
   const refused = policies.filter((p) => p.refused);
   if (refused.length > 0) headers['Retry-After'] = String(Math.max(...refused.map((p) => p.seconds)));
   return headers;
+}
+
+/**
+ * {@link rateLimitHeaders} for one decision, with `options` checked once: what middleware calls per
+ * request. Writes exactly what `rateLimitHeaders(decision, options)` writes.
+ */
+export function headerWriter(options: RateLimitHeaderOptions): (decision: Decision) => Record<string, string> {
+  assertObject('rateLimitHeaders options', options);
+  const write = WRITERS[oneOf('format', options.format ?? 'draft-10', HEADER_FORMATS)];
+  const name = policyName('name', options.name ?? 'default');
+  const { windowMs } = options;
+  return (decision) => {
+    const policy = policyOf(decision, name, windowMs, '');
+    const policies = [policy];
+    const headers = write(policies, policy);
+    if (policy.refused) headers['Retry-After'] = String(policy.seconds);
+    return headers;
+  };
 }
 
 /** `Retry-After` alone, for middleware told to write no RateLimit fields. */

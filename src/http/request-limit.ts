@@ -6,7 +6,7 @@ import type { AsyncReservation, Reservation } from '../limiter/reservation';
 import { assertObject, oneOf, optionalFunction, positiveNumber } from './check';
 import { FORWARDED_HEADERS, forwardedClient, type ForwardedHeader } from './forwarded';
 import { addressKey } from './ip-address';
-import { HEADER_FORMATS, rateLimitHeaders, retryAfterOnly, type HeaderFormat } from './rate-limit-headers';
+import { HEADER_FORMATS, headerWriter, retryAfterOnly, type HeaderFormat } from './rate-limit-headers';
 import { policyName } from './structured-field';
 
 /**
@@ -103,14 +103,25 @@ export function incomingConnection(
   peer: () => string | undefined,
   headers: Record<string, string | string[] | undefined>,
 ): Connection {
-  return {
-    method,
-    peer,
-    header: (name) => {
-      const value = headers[name];
-      return Array.isArray(value) ? value.join(', ') : value;
-    },
-  };
+  return new IncomingConnection(method, peer, headers);
+}
+
+// A class rather than an object literal: one is made per request, and its method is shared.
+class IncomingConnection implements Connection {
+  readonly method: string | undefined;
+  readonly peer: () => string | undefined;
+  readonly #headers: Record<string, string | string[] | undefined>;
+
+  constructor(method: string | undefined, peer: () => string | undefined, headers: Record<string, string | string[] | undefined>) {
+    this.method = method;
+    this.peer = peer;
+    this.#headers = headers;
+  }
+
+  header(name: string): string | undefined {
+    const value = this.#headers[name];
+    return Array.isArray(value) ? value.join(', ') : value;
+  }
 }
 
 /** A CORS preflight: `OPTIONS` with `Access-Control-Request-Method`, which a browser always sends in one (Fetch standard). */
@@ -192,19 +203,24 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
     }
     return addressKey(client);
   };
-  const fields = (decision: Decision) =>
-    headers === false ? retryAfterOnly(decision) : rateLimitHeaders(decision, { format: headers, name, windowMs });
+  const fields = headers === false ? retryAfterOnly : headerWriter({ format: headers, name, windowMs });
 
   return {
     name,
     async check(connection, ...args) {
       if (!countPreflight && isPreflight(connection)) return undefined;
       if (skip !== undefined && (await skip(...args))) return undefined;
-      const id = key === undefined ? clientKey(connection) : await key(...args);
+      // Awaited only when it is a promise: each await of a plain value costs the request a turn of
+      // the microtask queue, and the usual key, cost and limiter answer at once.
+      let id = key === undefined ? clientKey(connection) : key(...args);
+      if (typeof id !== 'string') id = await id;
       if (typeof id !== 'string') throw typeError(`ratekeeper: \`key\` must return a string, got ${describe(id)}`);
-      const permits = cost === undefined ? 1 : integerIn('cost', await cost(...args), 1, Number.MAX_SAFE_INTEGER);
+      let permits = cost === undefined ? 1 : cost(...args);
+      if (typeof permits !== 'number') permits = await permits;
+      if (cost !== undefined) integerIn('cost', permits, 1, Number.MAX_SAFE_INTEGER);
       if (!settling) {
-        const decision = await limiter.tryAcquire(id, permits);
+        const answer = limiter.tryAcquire(id, permits);
+        const decision = isThenable(answer) ? await answer : answer;
         return { decision, headers: fields(decision), finish: undefined };
       }
       const reservation = await (limiter as Partial<ReservingRateLimiter> as ReservingRateLimiter).reserve(id, permits);
@@ -213,4 +229,12 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
       return { decision, headers: fields(decision), finish };
     },
   };
+}
+
+/**
+ * A decision has no `then`; a store's answer on its way (any thenable, not only a native promise)
+ * has. A custom limiter's answer that is neither (undefined, say) is left for the header check to name.
+ */
+function isThenable(value: Decision | PromiseLike<Decision>): value is PromiseLike<Decision> {
+  return typeof (value as Partial<PromiseLike<Decision>> | null | undefined)?.then === 'function';
 }

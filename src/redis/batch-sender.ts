@@ -11,7 +11,7 @@ export interface Call extends Bounded {
   readonly key: string;
   readonly redisKey: string;
   readonly permits: number;
-  /** The limiter's clock reading when the call was made. */
+  /** The limiter's clock reading when the call was made; 0 when neither its clock nor its refusal cache reads one. */
   readonly now: number;
   readonly resolve: (decision: Decision | Promise<Decision>) => void;
   readonly reject: (error: unknown) => void;

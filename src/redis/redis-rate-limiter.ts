@@ -146,7 +146,9 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     } catch (error) {
       return Promise.reject(error);
     }
-    const now = (this.#clock ?? systemClock).now();
+    // Read only when something uses the reading: a caller's clock decides, or the refusal cache dates
+    // what it remembers. Otherwise the server's clock alone decides.
+    const now = this.#clock !== undefined ? this.#clock.now() : this.#refusals !== undefined ? systemClock.now() : 0;
     // A caller's clock is checked: NaN sent to Redis would come back as a NaN retry time.
     if (!Number.isFinite(now)) return Promise.reject(rangeError(`ratekeeper: \`clock\` returned ${describe(now)}, not a finite number`));
     const known = this.#refusals?.get(key, permits, now, this.rule.limit);

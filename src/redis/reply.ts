@@ -41,18 +41,49 @@ export function readReply(reply: unknown, count: number, limit: number): (Decisi
   return results;
 }
 
+/**
+ * Reads one entry in place, character by character: this runs once per decision, and splitting it
+ * into fields cost more than the rest of the reply's handling. A number is what '%.17g' writes for
+ * a whole number below 2^53, plain decimal digits; anything else (a sign, an exponent, a fraction,
+ * a stray space) is not a reply of ours.
+ */
 function readEntry(entry: unknown, limit: number): Decision | Error | undefined {
   if (typeof entry !== 'string') return undefined;
   if (entry.startsWith('E ')) return new Error(`ratekeeper: Redis failed on this key: ${entry.slice(2)}`);
-  const fields = entry.split(' ');
-  const numbers = fields.slice(1).map(Number);
-  if (!numbers.every((n) => Number.isInteger(n) && n >= 0)) return undefined;
-  const [a, b, c] = numbers as [number, number, number];
-  if (fields[0] === 'A' && numbers.length === 2) return allow(limit, a, b);
+  const allowed = entry.startsWith('A ');
+  if (!allowed && !entry.startsWith('R ')) return undefined;
+  let a = 0;
+  let b = 0;
+  let c = 0;
+  let fields = 0;
+  let value = 0;
+  let digits = 0;
+  // The end of the entry closes the last field as a space does.
+  for (let i = 2; i <= entry.length; i++) {
+    const code = i === entry.length ? SPACE : entry.charCodeAt(i);
+    if (code >= ZERO && code <= NINE) {
+      value = value * 10 + (code - ZERO);
+      digits++;
+      continue;
+    }
+    // Past 2^53 - 1 a double no longer tells every whole number apart; nothing we write gets there.
+    if (code !== SPACE || digits === 0 || value > Number.MAX_SAFE_INTEGER) return undefined;
+    if (fields === 0) a = value;
+    else if (fields === 1) b = value;
+    else if (fields === 2) c = value;
+    else return undefined;
+    fields++;
+    value = 0;
+    digits = 0;
+  }
+  if (allowed) return fields === 2 ? allow(limit, a, b) : undefined;
   // A refusal waits at least 1 ms; a retry time of 0 is not a refusal, whatever sent it.
-  if (fields[0] === 'R' && numbers.length === 3 && b >= 1) return reject(limit, a, b, c);
-  return undefined;
+  return fields === 3 && b >= 1 ? reject(limit, a, b, c) : undefined;
 }
+
+const SPACE = 32;
+const ZERO = 48;
+const NINE = 57;
 
 function unexpected(reply: unknown): Error {
   return coded(new Error(`ratekeeper: unexpected reply from Redis: ${describe(reply)}`), 'ERR_RATEKEEPER_STORE_REPLY');

@@ -23,7 +23,13 @@ export function sha1(text: string): string {
       const f = t < 20 ? (b & c) | (~b & d) : t < 40 || t >= 60 ? b ^ c ^ d : (b & c) | (b & d) | (c & d);
       const k = t < 20 ? 0x5a827999 : t < 40 ? 0x6ed9eba1 : t < 60 ? 0x8f1bbcdc : 0xca62c1d6;
       const next = (rotl(a, 5) + f + e + k + w[t]!) >>> 0;
-      [e, d, c, b, a] = [d, c, rotl(b, 30), a, next];
+      // Assigned one by one, not destructured from an array: the scripts are hashed when the module
+      // loads, in code not yet optimized, where an array per round made hashing most of the import.
+      e = d;
+      d = c;
+      c = rotl(b, 30);
+      b = a;
+      a = next;
     }
     h[0] = (h[0]! + a) >>> 0;
     h[1] = (h[1]! + b) >>> 0;

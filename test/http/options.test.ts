@@ -55,8 +55,31 @@ describe('per-request callbacks', () => {
     ['a key that is no string', { key: () => 42 }, typeError('ratekeeper: `key` must return a string, got 42')],
     ['a cost of 0', { key: () => 'k', cost: () => 0 }, rangeError('ratekeeper: `cost` must be a safe integer of at least 1, got 0')],
     ['a cost above the limit', { key: () => 'k', cost: () => 4 }, rangeError('ratekeeper: `permits` must be an integer from 1 to 3, got 4')],
+    ['a promised key that is no string', { key: async () => 42 }, typeError('ratekeeper: `key` must return a string, got 42')],
+    ['a promised cost of 0', { key: () => 'k', cost: async () => 0 }, rangeError('ratekeeper: `cost` must be a safe integer of at least 1, got 0')],
+    ['a limiter answering no decision', { key: () => 'k', limiter: { tryAcquire: () => undefined } }, typeError('ratekeeper: `decision` must be an object, got undefined')],
+    ['a limiter answering null', { key: () => 'k', limiter: { tryAcquire: () => null } }, typeError('ratekeeper: `decision` must be an object, got null')],
   ])('reject %s', async (_, options, error) => {
     await expect(run(options)).rejects.toThrow(error);
+  });
+
+  it('waits for a key, a cost and a decision given as promises or other thenables, and takes plain ones as they are', async () => {
+    const asked: [string, number][] = [];
+    const decide = (key: string, permits: number) => {
+      asked.push([key, permits]);
+      return { allowed: true as const, limit: 3, remaining: 3 - permits, retryAfterMs: 0 as const, resetAfterMs: 1000 };
+    };
+    const thenable = { tryAcquire: (key: string, permits = 1) => ({ then: (resolve: (value: unknown) => void) => resolve(decide(key, permits)) }) };
+    const plain = { tryAcquire: (key: string, permits = 1) => decide(key, permits) };
+    for (const [limiter, key, cost] of [
+      [thenable, async () => 'a', async () => 2],
+      [plain, () => 'b', () => 1],
+      [plain, () => Promise.resolve('c'), () => 3],
+    ] as const) {
+      const response = await withRateLimit({ limiter: limiter as never, key, cost, name: 'api' }, () => new Response('ok'))(new Request('http://api.test/'));
+      expect(response.headers.get('RateLimit')).toBe(`"api";r=${3 - asked.at(-1)![1]};t=1`);
+    }
+    expect(asked).toEqual([['a', 2], ['b', 1], ['c', 3]]);
   });
 
   it('refuses a handler that is no function', () => {

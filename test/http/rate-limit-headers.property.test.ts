@@ -2,6 +2,7 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
 import type { Decision } from '../../src/index';
 import { rateLimitHeaders, type HeaderFormat, type PolicyDecision } from '../../src/http';
+import { headerWriter } from '../../src/http/rate-limit-headers';
 import { parseDictionary, parseItem, parseList, type Item, type Member } from './support/structured-fields';
 
 const formats = fc.constantFrom<HeaderFormat>('draft-10', 'draft-7', 'draft-6', 'x-ratelimit');
@@ -42,6 +43,10 @@ function resetOf(headers: Record<string, string>, format: HeaderFormat): number 
 }
 
 describe('rateLimitHeaders laws', () => {
+  test.prop([decision, name, windowMs, formats])('the middleware writes for a decision exactly what rateLimitHeaders writes', (d, n, w, format) => {
+    expect(headerWriter({ format, name: n, windowMs: w })(d)).toEqual(rateLimitHeaders(d, { format, name: n, windowMs: w }));
+  });
+
   test.prop([decision, name, windowMs, formats])('every value is a non-negative integer of at most 15 digits', (d, n, w, format) => {
     const headers = rateLimitHeaders(d, { format, name: n, windowMs: w });
     for (const [field, value] of Object.entries(headers)) {
