@@ -3,8 +3,19 @@
 // resetAfterMs), the operations of src/algorithms in the same order, in `numeric`: exact for every
 // rule of the domain (limit × windowMs passes bigint's range), so each decides exactly as its
 // in-memory twin given the same clock readings. A null state is a key never seen. `rule` holds the
-// numbers of `ruleArgs` in src/postgres/plans.ts. The operation is 'acquire' today; the key
-// operations (peek, charge, ...) are further operations of the same codecs.
+// numbers of `ruleArgs` in src/postgres/plans.ts.
+//
+// The operation (`op`) is one of the in-memory algorithm's own (src/algorithms/*.ts), with its rules:
+// - 'acquire': tryAcquire; 'reserve': the same, and the receipt a refund needs in `issued`;
+// - 'peek': the same decision, writing nothing; 0 permits is the state now (allowed even in debt);
+// - 'charge': never refused, into debt at most one full limit deep (DEBT_LIMITS); `forgave` says the
+//   bound dropped part of it, which voids the receipts issued before (see ratekeeper_decide);
+// - 'refund': gives back up to `permits` of the reservation whose receipt is `receipt`, only what is
+//   still counted, then answers the state now.
+// Every answer is {remaining, retryAfterMs (0: allowed), resetAfterMs}. Blocks are not the codecs'
+// business: ratekeeper_decide keeps them in their own column.
+
+import { DEBT_LIMITS } from '../../algorithms/accounting';
 
 /** `floorDiv` and `ceilDiv` of src/core/exact.ts: `div` truncates, one compare corrects it. */
 export const DIVISION = (schema: string) => `
@@ -17,15 +28,21 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$ SELECT CASE WHEN div(n, d) * d < n THEN div(n, d) + 1 ELSE div(n, d) END $$;
 `;
 
-const SIGNATURE = `(state numeric[], now numeric, permits numeric, rule numeric[], op text,
-  OUT next_state numeric[], OUT remaining numeric, OUT retry_after numeric, OUT reset_after numeric)
+/** The codecs' arguments and answers; `receipt` is read by 'refund' only, `issued` written by 'reserve' only. */
+const SIGNATURE = `(state numeric[], now numeric, permits numeric, rule numeric[], op text, receipt numeric[] DEFAULT NULL,
+  OUT next_state numeric[], OUT remaining numeric, OUT retry_after numeric, OUT reset_after numeric, OUT issued numeric[], OUT forgave boolean)
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE`;
 
-const ONLY_ACQUIRE = `IF op <> 'acquire' THEN RAISE EXCEPTION 'ratekeeper: unknown operation %', op; END IF;`;
+/** What a key may count as used, in whole limits: `(1 + DEBT_LIMITS) × limit`, as in memory. */
+const BOUND = `${1 + DEBT_LIMITS}`;
+
+const UNKNOWN_OP = `RAISE EXCEPTION 'ratekeeper: unknown operation %', op;`;
 
 /**
  * Token bucket (and leaky bucket) in scaled units: rule = {limit, perMs, perToken}, state = {units
- * left, time they were counted at}.
+ * left, time they were counted at}. In debt the units go below zero, one full bucket at most. A
+ * receipt is {the time of the grant, the deficit it left}: refill repays that deficit whatever else
+ * happens, so a refund gives back at most what refill has not repaid yet.
  */
 export const TOKEN_BUCKET = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_token_bucket${SIGNATURE}
@@ -37,27 +54,49 @@ DECLARE
   units numeric := capacity;
   last numeric := now;
   cost numeric := permits * rule[3];
+  owed numeric;
 BEGIN
-  ${ONLY_ACQUIRE}
+  forgave := false;
   IF state IS NOT NULL THEN units := state[1]; last := state[2]; END IF;
   -- A reading earlier than the last one counts as no time passing.
   IF now < last THEN now := last; END IF;
   units := least(units + (now - last) * per_ms, capacity);
-  IF units < cost THEN
-    remaining := ${schema}.ratekeeper_floor_div(units, per_token);
-    retry_after := ${schema}.ratekeeper_ceil_div(cost - units, per_ms);
-    reset_after := ${schema}.ratekeeper_ceil_div(capacity - units, per_ms);
-    RETURN;
+  IF op = 'charge' THEN
+    units := units - cost;
+    forgave := units < -${DEBT_LIMITS} * capacity;
+    units := greatest(units, -${DEBT_LIMITS} * capacity);
+    next_state := ARRAY[units, now];
+  ELSIF op = 'refund' THEN
+    owed := least(cost, receipt[2] - (now - receipt[1]) * per_ms);
+    IF owed > 0 THEN
+      units := least(units + owed, capacity);
+      next_state := ARRAY[units, now];
+    END IF;
+  ELSIF op IN ('acquire', 'reserve') OR (op = 'peek' AND permits > 0) THEN
+    IF units < cost THEN
+      remaining := greatest(0, ${schema}.ratekeeper_floor_div(units, per_token));
+      retry_after := ${schema}.ratekeeper_ceil_div(cost - units, per_ms);
+      reset_after := ${schema}.ratekeeper_ceil_div(capacity - units, per_ms);
+      RETURN;
+    END IF;
+    units := units - cost;
+    IF op <> 'peek' THEN next_state := ARRAY[units, now]; END IF;
+    IF op = 'reserve' THEN issued := ARRAY[now, capacity - units]; END IF;
+  ELSIF op <> 'peek' THEN
+    ${UNKNOWN_OP}
   END IF;
-  units := units - cost;
-  next_state := ARRAY[units, now];
-  remaining := ${schema}.ratekeeper_floor_div(units, per_token);
+  -- Whole tokens held (none in debt), and the time until full.
+  remaining := greatest(0, ${schema}.ratekeeper_floor_div(units, per_token));
   retry_after := 0;
   reset_after := ${schema}.ratekeeper_ceil_div(capacity - units, per_ms);
 END $$;
 `;
 
-/** Fixed window: rule = {limit, windowMs}, state = {window index, count in it}. */
+/**
+ * Fixed window: rule = {limit, windowMs}, state = {window index, count in it}. In debt the count
+ * passes the limit (up to twice it) until the window ends; past the limit the amount refuses
+ * nothing more, so the bound forgives nothing. A receipt is {the window, 0}.
+ */
 export const FIXED_WINDOW = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_fixed_window${SIGNATURE}
 AS $$
@@ -71,28 +110,49 @@ DECLARE
   used numeric;
   until_next numeric;
 BEGIN
-  ${ONLY_ACQUIRE}
+  forgave := false;
   IF state IS NOT NULL THEN stored := state[1]; count := state[2]; END IF;
+  IF op = 'refund' THEN
+    -- Only from the window the permits were counted in, and only while it lasts; then the state now.
+    IF receipt[1] = stored AND current <= stored AND least(permits, count) > 0 THEN
+      count := count - least(permits, count);
+      next_state := ARRAY[stored, count];
+    END IF;
+    permits := 0;
+  ELSIF op NOT IN ('acquire', 'reserve', 'peek', 'charge') THEN
+    ${UNKNOWN_OP}
+  END IF;
   -- A reading from an earlier window than the stored one counts as no time passing.
   win := CASE WHEN current > stored OR count = 0 THEN current ELSE stored END;
   now := greatest(now, win * w);
   used := CASE WHEN win = stored THEN count ELSE 0 END;
   until_next := ceil((win + 1) * w - now);
-  reset_after := until_next;
   IF used + permits > lim THEN
-    remaining := lim - used;
-    retry_after := until_next;
+    reset_after := until_next;
+    IF op = 'charge' THEN
+      next_state := ARRAY[win, least(used + permits, ${BOUND} * lim)];
+      remaining := 0;
+      retry_after := 0;
+    ELSE
+      remaining := greatest(0, lim - used);
+      -- The state now of a key in debt: for a dashboard, simply none left.
+      retry_after := CASE WHEN permits = 0 THEN 0 ELSE until_next END;
+    END IF;
     RETURN;
   END IF;
-  next_state := ARRAY[win, used + permits];
+  IF op IN ('acquire', 'reserve', 'charge') THEN next_state := ARRAY[win, used + permits]; END IF;
+  IF op = 'reserve' THEN issued := ARRAY[win, 0]; END IF;
   remaining := lim - used - permits;
   retry_after := 0;
+  reset_after := CASE WHEN used + permits = 0 THEN 0 ELSE until_next END;
 END $$;
 `;
 
 /**
  * Sliding window log, one entry per grant: rule = {limit, windowMs}, state = {t1, n1, t2, n2, ...},
- * the times of the grants still in the window (oldest first) and how many permits each took.
+ * the times of the grants still in the window (oldest first) and how many permits each took. In
+ * debt the live permits pass the limit (up to twice it, and below 2^53 as in memory), the charge
+ * logged now. A receipt is {the grant's time, 0}.
  */
 export const SLIDING_WINDOW_LOG = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_sliding_window_log${SIGNATURE}
@@ -101,27 +161,62 @@ DECLARE
   lim numeric := rule[1];
   w numeric := rule[2];
   entries int := coalesce(cardinality(state), 0) / 2;
+  reading numeric := now;
   newest numeric;
-  expired numeric := 0;
   first_live int := 1;
   live numeric := 0;
   rank numeric;
+  room numeric;
+  logged numeric;
   i int;
 BEGIN
-  ${ONLY_ACQUIRE}
-  IF entries > 0 THEN
-    newest := state[2 * entries - 1];
-    -- A reading earlier than the newest hit counts as no time passing, which keeps the log in order.
-    IF now < newest THEN now := newest; END IF;
+  forgave := false;
+  -- A reading earlier than the newest hit counts as no time passing, which keeps the log in order.
+  IF entries > 0 AND now < state[2 * entries - 1] THEN now := state[2 * entries - 1]; END IF;
+  IF op = 'refund' THEN
+    -- Only from the grant logged at the receipt's time, while it is in the window; an entry left
+    -- with none goes. Then the state now.
+    IF receipt[1] + w > now AND permits > 0 THEN
+      FOR i IN 1 .. entries LOOP
+        CONTINUE WHEN state[2 * i - 1] <> receipt[1];
+        IF state[2 * i] > permits THEN
+          state[2 * i] := state[2 * i] - permits;
+        ELSE
+          state := state[1 : 2 * i - 2] || state[2 * i + 1 : 2 * entries];
+          entries := entries - 1;
+        END IF;
+        next_state := state;
+        EXIT;
+      END LOOP;
+      now := CASE WHEN entries > 0 THEN greatest(reading, state[2 * entries - 1]) ELSE reading END;
+    END IF;
+    permits := 0;
+  ELSIF op NOT IN ('acquire', 'reserve', 'peek', 'charge') THEN
+    ${UNKNOWN_OP}
   END IF;
+  IF entries > 0 THEN newest := state[2 * entries - 1]; END IF;
   FOR i IN 1 .. entries LOOP
     IF state[2 * i - 1] <= now - w THEN
-      expired := expired + state[2 * i];
       first_live := i + 1;
     ELSE
       live := live + state[2 * i];
     END IF;
   END LOOP;
+  IF op = 'charge' THEN
+    room := least(${BOUND} * lim, 9007199254740991) - live;
+    forgave := permits > room;
+    logged := CASE WHEN room > 0 THEN least(permits, room) ELSE 0 END;
+    next_state := coalesce(state[2 * first_live - 1 : 2 * entries], '{}');
+    IF logged > 0 AND entries >= first_live AND newest = now THEN
+      next_state[cardinality(next_state)] := next_state[cardinality(next_state)] + logged;
+    ELSIF logged > 0 THEN
+      next_state := next_state || ARRAY[now, logged];
+    END IF;
+    remaining := greatest(0, lim - live - logged);
+    retry_after := 0;
+    reset_after := greatest(1, ceil(next_state[cardinality(next_state) - 1] + w - now));
+    RETURN;
+  END IF;
   IF live + permits > lim THEN
     -- The request fits once the (live + permits - limit)-th live permit has left.
     rank := live + permits - lim;
@@ -132,25 +227,39 @@ BEGIN
         EXIT;
       END IF;
     END LOOP;
-    remaining := lim - live;
+    remaining := greatest(0, lim - live);
     reset_after := ceil(newest + w - now);
+    -- The state now of a key in debt: allowed, none left.
+    IF permits = 0 THEN retry_after := 0; END IF;
     RETURN;
   END IF;
-  IF entries >= first_live AND state[2 * entries - 1] = now THEN
-    next_state := state[2 * first_live - 1 : 2 * entries - 1] || (state[2 * entries] + permits);
-  ELSE
-    next_state := coalesce(state[2 * first_live - 1 : 2 * entries], '{}') || ARRAY[now, permits];
+  IF op IN ('acquire', 'reserve') THEN
+    IF entries >= first_live AND newest = now THEN
+      next_state := state[2 * first_live - 1 : 2 * entries - 1] || (state[2 * entries] + permits);
+    ELSE
+      next_state := coalesce(state[2 * first_live - 1 : 2 * entries], '{}') || ARRAY[now, permits];
+    END IF;
   END IF;
-  remaining := lim - live - permits;
+  IF op = 'reserve' THEN issued := ARRAY[now, 0]; END IF;
   retry_after := 0;
-  -- The newest hit, now, leaves at now + windowMs: from then on the key is as new.
-  reset_after := ceil(w);
+  IF permits = 0 THEN
+    remaining := lim - live;
+    -- The newest grant is still in the window, so the state is as new in at least 1 ms.
+    reset_after := CASE WHEN live = 0 THEN 0 ELSE greatest(1, ceil(newest + w - now)) END;
+  ELSE
+    remaining := lim - live - permits;
+    -- The newest hit, now, leaves at now + windowMs: from then on the key is as new.
+    reset_after := ceil(w);
+  END IF;
 END $$;
 `;
 
 /**
  * Sliding window counter: rule = {limit, windowMs}, state = {window index, previous window's
- * count, current window's count, the latest grant's offset into its window}.
+ * count, current window's count, the latest grant's offset into its window}. In debt the current
+ * count passes the limit (up to twice it) and weighs on the next window as the previous count does.
+ * A receipt is {the window, 0}: a refund takes the permits off that window's count, the current one
+ * while it lasts, the previous one through the next window, nothing after.
  */
 export const SLIDING_WINDOW_COUNTER = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_sliding_window_counter${SIGNATURE}
@@ -174,8 +283,20 @@ DECLARE
   wait numeric;
   into_next numeric;
 BEGIN
-  ${ONLY_ACQUIRE}
+  forgave := false;
   IF state IS NOT NULL THEN stored := state[1]; stored_previous := state[2]; stored_current := state[3]; stored_offset := state[4]; END IF;
+  IF op = 'refund' THEN
+    IF receipt[1] = stored AND greatest(idx, stored) <= stored + 1 AND least(permits, stored_current) > 0 THEN
+      stored_current := stored_current - least(permits, stored_current);
+      next_state := ARRAY[stored, stored_previous, stored_current, stored_offset];
+    ELSIF receipt[1] = stored - 1 AND greatest(idx, stored) = stored AND least(permits, stored_previous) > 0 THEN
+      stored_previous := stored_previous - least(permits, stored_previous);
+      next_state := ARRAY[stored, stored_previous, stored_current, stored_offset];
+    END IF;
+    permits := 0;
+  ELSIF op NOT IN ('acquire', 'reserve', 'peek', 'charge') THEN
+    ${UNKNOWN_OP}
+  END IF;
   fresh := stored_previous = 0 AND stored_current = 0;
   -- A reading earlier than the latest grant counts as no time passing.
   win := CASE WHEN fresh OR idx > stored THEN idx ELSE stored END;
@@ -184,6 +305,15 @@ BEGIN
   current := CASE WHEN win = stored THEN stored_current ELSE 0 END;
   -- Whole permits left: the limit less the count and the previous window's weight, rounded up.
   available := lim - current - ${schema}.ratekeeper_ceil_div(previous * (w - elapsed), w);
+  IF op = 'charge' AND available < permits THEN
+    forgave := current + permits > ${BOUND} * lim;
+    current := least(current + permits, ${BOUND} * lim);
+    next_state := ARRAY[win, previous, current, elapsed];
+    remaining := greatest(0, lim - current - ${schema}.ratekeeper_ceil_div(previous * (w - elapsed), w));
+    retry_after := 0;
+    reset_after := CASE WHEN current > 0 THEN ceil(2 * w - elapsed) WHEN previous > 0 THEN ceil(w - elapsed) ELSE 0 END;
+    RETURN;
+  END IF;
   IF available < permits THEN
     remaining := greatest(0, available);
     until_next := w - elapsed;
@@ -204,11 +334,14 @@ BEGIN
       END IF;
     END IF;
     reset_after := CASE WHEN current > 0 THEN ceil(2 * w - elapsed) WHEN previous > 0 THEN ceil(w - elapsed) ELSE 0 END;
+    -- The state now of a key in debt: allowed, none left.
+    IF permits = 0 THEN retry_after := 0; END IF;
     RETURN;
   END IF;
-  next_state := ARRAY[win, previous, current + permits, elapsed];
+  IF op IN ('acquire', 'reserve', 'charge') THEN next_state := ARRAY[win, previous, current + permits, elapsed]; END IF;
+  IF op = 'reserve' THEN issued := ARRAY[win, 0]; END IF;
   remaining := available - permits;
   retry_after := 0;
-  reset_after := ceil(2 * w - elapsed);
+  reset_after := CASE WHEN current + permits > 0 THEN ceil(2 * w - elapsed) WHEN previous > 0 THEN ceil(w - elapsed) ELSE 0 END;
 END $$;
 `;

@@ -4,8 +4,14 @@ import { ONE_KEY } from './one-key';
 /**
  * The table: one row per key, the algorithm's state as `numeric[]` (see ./algorithms.ts) and the
  * moment, on the database server's clock in ms, from which the row is as good as absent: when its
- * key is as new, plus a slack of a quarter window (at most a minute, `expirySlackMs`), so a caller's
- * clock that lags the server's can never see its key forgotten early.
+ * key is as new (its debt repaid, its block over), plus a slack of a quarter window (at most a
+ * minute, `expirySlackMs`), so a caller's clock that lags the server's can never see its key
+ * forgotten early. Beside the state, in columns of their own so that no charge or refund can touch
+ * them: `blocked_until`, when the key's block ends (on the clock the limiter decides by: the
+ * server's, or the caller's readings; null when never blocked), and `era`, which tells a
+ * reservation's receipt whether the state it was issued from is still the key's: a row gets a new
+ * era when it is (re)born, a transaction id, which no later row of the key can have again, and when
+ * a charge reaches the debt bound (which voids the receipts issued before, as in memory).
  *
  * UNLOGGED: rate-limit state is worth less than the write-ahead log it would cost on every
  * decision; a crash empties the table (every key starts over, as after a Redis restart without
@@ -13,6 +19,9 @@ import { ONE_KEY } from './one-key';
  * expired ones to reclaim without scanning the table. Expiries are kept on a one-second grid and
  * never moved earlier, so most grants leave `expires_at` as it was and, with pages half empty
  * (fillfactor 50), update the row in place (a HOT update: no index entry to write).
+ *
+ * A table made by an earlier version gets the new columns (its rows' receipts start in one era,
+ * which voids none that matters: no reservation outlives the processes that made it).
  */
 const TABLE = (schema: string) => `
 CREATE SCHEMA IF NOT EXISTS ${schema};
@@ -23,27 +32,54 @@ CREATE UNLOGGED TABLE IF NOT EXISTS ${schema}.ratekeeper_state (
   expires_at bigint NOT NULL
 );
 ALTER TABLE ${schema}.ratekeeper_state SET (fillfactor = 50);
+ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN IF NOT EXISTS blocked_until numeric;
+ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN IF NOT EXISTS era numeric NOT NULL DEFAULT pg_current_xact_id()::text::numeric;
 
 CREATE INDEX IF NOT EXISTS ratekeeper_state_expires_at ON ${schema}.ratekeeper_state (expires_at);
 `;
 
 /**
- * The one function a round trip calls: decides `keys[i]` for `permits[i]` at `nows[i]` (null: the
- * server's clock) with the named algorithm's codec, for every i, and returns three numbers per key
- * in the order given (remaining, retryAfterMs with 0 for an allowance, resetAfterMs).
+ * The functions of the previous schema whose arguments or answers changed: dropped before their new
+ * versions are made (CREATE OR REPLACE cannot change a function's answer, and an old overload left
+ * beside a new one with a default argument would make every call ambiguous).
+ */
+const PREVIOUS = (schema: string) =>
+  [
+    'ratekeeper_decide(text, numeric[], text[], numeric[], numeric[], text)',
+    ...['token_bucket', 'fixed_window', 'sliding_window_log', 'sliding_window_counter'].map((codec) => `ratekeeper_${codec}(numeric[], numeric, numeric, numeric[], text)`),
+  ]
+    .map((signature) => `DROP FUNCTION IF EXISTS ${schema}.${signature};`)
+    .join('\n');
+
+/**
+ * The one function a round trip calls: applies `op` to `keys[i]` with `permits[i]` at `nows[i]`
+ * (null: the server's clock) with the named algorithm's codec, for every i, and returns three
+ * numbers per key in the order given (remaining, retryAfterMs with 0 for an allowance,
+ * resetAfterMs). `op` is a codec's operation ('acquire', 'peek', 'charge', 'reserve', 'refund'),
+ * 'block' (permits[i] is the block's duration) or 'reset'. Only 'acquire' is batched; the others
+ * come one key at a time. 'reserve' adds the receipt after its three numbers: the row's era and the
+ * codec's two numbers; 'refund' is given that receipt, and gives nothing back unless the row is still
+ * in that era (the key was not reset, did not expire, and no charge reached the debt bound since).
  *
- * - Each decision locks its key's row (`FOR UPDATE`) and only then reads the clock, so whoever
- *   holds the lock next reads a later time: time never runs backwards for a key.
+ * - Each call locks its key's row (`FOR UPDATE`; a peek, which writes nothing, `FOR SHARE`) and only
+ *   then reads the clock, so whoever holds the lock next reads a later time: time never runs
+ *   backwards for a key.
  * - Rows are locked in key order whatever the order asked, so two batches sharing keys wait for
  *   each other instead of deadlocking; decisions on one key stay in the order asked.
- * - A refusal stores nothing. A missing key is decided as new and inserted only if allowed; when
- *   another caller inserted it meanwhile, the decision is taken again on that row.
- * - An expired row is a key never seen. Each row inserted deletes up to two expired rows that no
- *   one holds (`SKIP LOCKED`, after every decision of the call): the table stays near the number
- *   of live keys, with no timer, no sweep of the whole table and no lock beyond those rows.
+ * - A refusal and a peek store nothing. A missing key is decided as new and inserted only if
+ *   something is to be stored; when another caller inserted it meanwhile, the call is taken again
+ *   on that row.
+ * - A blocked key refuses 'acquire', 'reserve' and 'peek', spending nothing, with retryAfterMs the
+ *   longer of the block's time left and what the algorithm alone would say; 'charge' and 'refund'
+ *   neither see nor lift a block, and a shorter block never shortens a longer one. The row's
+ *   expiry covers the block, so no reclaim removes a blocked row.
+ * - An expired row is a key never seen, block and era included. Each row inserted deletes up to two
+ *   expired rows that no one holds (`SKIP LOCKED`, after every decision of the call): the table
+ *   stays near the number of live keys, with no timer, no sweep of the whole table and no lock
+ *   beyond those rows.
  */
 const DECIDE = (schema: string) => `
-CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_decide(algorithm text, rule numeric[], keys text[], permits numeric[], nows numeric[], op text)
+CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_decide(algorithm text, rule numeric[], keys text[], permits numeric[], nows numeric[], op text, receipt numeric[] DEFAULT NULL)
 RETURNS numeric[]
 LANGUAGE plpgsql VOLATILE
 AS $$
@@ -53,57 +89,102 @@ DECLARE
   k text;
   old numeric[];
   expires bigint;
-  until bigint;
+  blocked numeric;
+  row_era numeric;
   existed boolean;
   server_now bigint;
+  now numeric;
+  codec_op text;
+  amount numeric;
+  refused boolean;
   step record;
+  until bigint;
   ordered int[];
   inserted int := 0;
 BEGIN
+  IF op = 'reset' THEN
+    DELETE FROM ${schema}.ratekeeper_state WHERE key = ANY (keys);
+    RETURN '{}';
+  END IF;
   -- One key needs no sorting, and is the usual call.
   ordered := CASE WHEN cardinality(keys) = 1 THEN '{1}' ELSE ARRAY(SELECT o FROM unnest(keys) WITH ORDINALITY AS u(key, o) ORDER BY u.key, u.o) END;
   FOREACH i IN ARRAY ordered LOOP
     k := keys[i];
     LOOP
-      SELECT s.state, s.expires_at INTO old, expires FROM ${schema}.ratekeeper_state s WHERE s.key = k FOR UPDATE;
+      IF op = 'peek' THEN
+        SELECT s.state, s.expires_at, s.blocked_until, s.era INTO old, expires, blocked, row_era FROM ${schema}.ratekeeper_state s WHERE s.key = k FOR SHARE;
+      ELSE
+        SELECT s.state, s.expires_at, s.blocked_until, s.era INTO old, expires, blocked, row_era FROM ${schema}.ratekeeper_state s WHERE s.key = k FOR UPDATE;
+      END IF;
       existed := FOUND;
       server_now := floor(extract(epoch FROM clock_timestamp()) * 1000);
-      IF NOT existed OR expires <= server_now THEN old := NULL; END IF;
+      now := coalesce(nows[i], server_now);
+      IF NOT existed OR expires <= server_now THEN old := NULL; blocked := NULL; row_era := NULL; END IF;
+      -- A row kept only for its block holds no state: the key's is a fresh one.
+      IF cardinality(old) = 0 THEN old := NULL; END IF;
+      codec_op := op;
+      amount := permits[i];
+      refused := blocked > now AND op IN ('acquire', 'reserve', 'peek');
+      IF op = 'block' THEN
+        blocked := greatest(blocked, now + amount);
+        codec_op := 'peek';
+        amount := 0;
+      ELSIF refused THEN
+        -- What the algorithm alone would answer, spending nothing.
+        codec_op := 'peek';
+      ELSIF op = 'refund' AND (row_era IS DISTINCT FROM receipt[1] OR amount = 0) THEN
+        -- Not the state the reservation was granted from, or nothing to give back: the state now.
+        codec_op := 'peek';
+        amount := 0;
+      END IF;
       IF algorithm = 'token-bucket' THEN
-        step := ${schema}.ratekeeper_token_bucket(old, coalesce(nows[i], server_now), permits[i], rule, op);
+        step := ${schema}.ratekeeper_token_bucket(old, now, amount, rule, codec_op, receipt[2:3]);
       ELSIF algorithm = 'fixed-window' THEN
-        step := ${schema}.ratekeeper_fixed_window(old, coalesce(nows[i], server_now), permits[i], rule, op);
+        step := ${schema}.ratekeeper_fixed_window(old, now, amount, rule, codec_op, receipt[2:3]);
       ELSIF algorithm = 'sliding-window-log' THEN
-        step := ${schema}.ratekeeper_sliding_window_log(old, coalesce(nows[i], server_now), permits[i], rule, op);
+        step := ${schema}.ratekeeper_sliding_window_log(old, now, amount, rule, codec_op, receipt[2:3]);
       ELSIF algorithm = 'sliding-window-counter' THEN
-        step := ${schema}.ratekeeper_sliding_window_counter(old, coalesce(nows[i], server_now), permits[i], rule, op);
+        step := ${schema}.ratekeeper_sliding_window_counter(old, now, amount, rule, codec_op, receipt[2:3]);
       ELSE
         RAISE EXCEPTION 'ratekeeper: unknown algorithm %', algorithm;
       END IF;
-      EXIT WHEN step.next_state IS NULL;
-      -- The row lives until the key is as new, plus the slack (the rule's last number), rounded up
-      -- to a whole second (see the table).
-      until := ceil((server_now + step.reset_after + rule[array_upper(rule, 1)]) / 1000.0) * 1000;
+      EXIT WHEN step.next_state IS NULL AND op <> 'block';
+      IF row_era IS NULL OR step.forgave THEN row_era := pg_current_xact_id()::text::numeric; END IF;
+      -- The row lives until the key is as new (its debt repaid, its block over), plus the slack (the
+      -- rule's last number), rounded up to a whole second (see the table).
+      until := ceil((server_now + greatest(step.reset_after, blocked - now) + rule[array_upper(rule, 1)]) / 1000.0) * 1000;
       IF existed THEN
-        UPDATE ${schema}.ratekeeper_state SET state = step.next_state, expires_at = greatest(expires, until) WHERE key = k;
+        UPDATE ${schema}.ratekeeper_state
+        SET state = coalesce(step.next_state, old, '{}'), expires_at = greatest(expires, until), blocked_until = blocked, era = row_era
+        WHERE key = k;
         EXIT;
       END IF;
-      INSERT INTO ${schema}.ratekeeper_state (key, state, expires_at) VALUES (k, step.next_state, until)
+      INSERT INTO ${schema}.ratekeeper_state (key, state, expires_at, blocked_until, era) VALUES (k, coalesce(step.next_state, '{}'), until, blocked, row_era)
       ON CONFLICT (key) DO NOTHING;
       IF FOUND THEN
         inserted := inserted + 1;
         EXIT;
       END IF;
     END LOOP;
-    reply[3 * i - 2] := step.remaining;
-    reply[3 * i - 1] := step.retry_after;
-    reply[3 * i] := step.reset_after;
+    IF refused THEN
+      -- Refused until both the block and the algorithm allow, nothing available meanwhile.
+      reply[3 * i - 2] := 0;
+      reply[3 * i - 1] := greatest(ceil(blocked - now), step.retry_after);
+      reply[3 * i] := greatest(ceil(blocked - now), step.reset_after);
+    ELSE
+      reply[3 * i - 2] := step.remaining;
+      reply[3 * i - 1] := step.retry_after;
+      reply[3 * i] := step.reset_after;
+    END IF;
   END LOOP;
   -- Last, once every key is decided: this lock-free reclaim never waits, so the rows it holds until
   -- commit cannot close a cycle with a batch waiting for this one.
   IF inserted > 0 THEN
     DELETE FROM ${schema}.ratekeeper_state WHERE ctid = ANY (ARRAY(
       SELECT ctid FROM ${schema}.ratekeeper_state WHERE expires_at <= server_now ORDER BY expires_at LIMIT 2 * inserted FOR UPDATE SKIP LOCKED));
+  END IF;
+  IF op = 'reserve' THEN
+    RETURN reply || ARRAY[coalesce(row_era, 0), coalesce(step.issued[1], 0), coalesce(step.issued[2], 0)];
   END IF;
   RETURN reply;
 END $$;
@@ -118,6 +199,7 @@ export function migration(schema: string): string {
   return [
     `SELECT pg_advisory_xact_lock(hashtext('ratekeeper migrate'));`,
     TABLE(schema),
+    PREVIOUS(schema),
     DIVISION(schema),
     TOKEN_BUCKET(schema),
     FIXED_WINDOW(schema),
