@@ -6,7 +6,8 @@
 // - `old` locks the key's row (FOR UPDATE: under READ COMMITTED, its latest committed version);
 // - `input` reads the clock only after `old` is locked: the aggregate over `old` takes its rows
 //   before the clock is read, so whoever holds the lock next reads a later time;
-// - `step` decides, and `until` is the row's new expiry, as in `ratekeeper_decide`;
+// - `step` decides, and `until` is the row's new expiry, as in `ratekeeper_decide`; a blocked key is
+//   refused whatever the codec says, writing nothing, its waits the longer of the block's and the codec's;
 // - a grant updates the row, or inserts it when the key was absent (ON CONFLICT DO NOTHING); a
 //   refusal writes nothing. When another caller inserted the key meanwhile the reply is null, and
 //   the statement runs again (a new snapshot, which sees that row), as `ratekeeper_decide` loops;
@@ -31,7 +32,7 @@ const ceilDiv = (n: string, d: string) => `(CASE WHEN div(${n}, ${d}) * (${d}) <
 const tokenBucket: Codec = () => `
 SELECT i.*,
   CASE WHEN c.granted THEN ARRAY[c.left_units, a.t] END AS next_state,
-  ${floorDiv('c.kept', 'r.per_token')} AS remaining,
+  greatest(0, ${floorDiv('c.kept', 'r.per_token')}) AS remaining,
   CASE WHEN c.granted THEN 0 ELSE ${ceilDiv('r.cost - b.units', 'r.per_ms')} END AS retry_after,
   ${ceilDiv('r.capacity - c.kept', 'r.per_ms')} AS reset_after
 FROM input i,
@@ -47,7 +48,7 @@ FROM input i,
 const fixedWindow: Codec = () => `
 SELECT i.*,
   CASE WHEN c.granted THEN ARRAY[b.win, b.used + i.permits] END AS next_state,
-  i.rule[1] - b.used - CASE WHEN c.granted THEN i.permits ELSE 0 END AS remaining,
+  greatest(0, i.rule[1] - b.used - CASE WHEN c.granted THEN i.permits ELSE 0 END) AS remaining,
   CASE WHEN c.granted THEN 0 ELSE c.until_next END AS retry_after,
   c.until_next AS reset_after
 FROM input i,
@@ -102,9 +103,10 @@ const codecs = {
 function statement(schema: string, codec: keyof typeof codecs): string {
   const table = `${schema}.ratekeeper_state`;
   return `WITH old AS MATERIALIZED (
-  SELECT state, expires_at FROM ${table} WHERE key = $1 FOR UPDATE
+  SELECT state, expires_at, blocked_until FROM ${table} WHERE key = $1 FOR UPDATE
 ), input AS MATERIALIZED (
   SELECT CASE WHEN old.expires_at > c.server_now THEN old.state END AS state, old.expires_at, c.server_now,
+    CASE WHEN old.expires_at > c.server_now AND old.blocked_until > coalesce($3, c.server_now) THEN ceil(old.blocked_until - coalesce($3, c.server_now)) END AS blocked_ms,
     coalesce($3, c.server_now) AS now, $2 AS permits, $4 AS rule
   FROM (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS server_now FROM (SELECT count(*) FROM old) AS locked) c
   LEFT JOIN old ON true
@@ -112,12 +114,13 @@ function statement(schema: string, codec: keyof typeof codecs): string {
   SELECT d.*, (ceil((d.server_now + d.reset_after + $4[array_upper($4, 1)]) / 1000.0) * 1000)::bigint AS until FROM (${codecs[codec](schema)}) d
 ), updated AS (
   UPDATE ${table} t SET state = step.next_state, expires_at = greatest(t.expires_at, step.until)
-  FROM step WHERE t.key = $1 AND step.next_state IS NOT NULL AND step.expires_at IS NOT NULL
+  FROM step WHERE t.key = $1 AND step.next_state IS NOT NULL AND step.expires_at IS NOT NULL AND step.blocked_ms IS NULL
 ), inserted AS (
   INSERT INTO ${table} (key, state, expires_at) SELECT $1, next_state, until FROM step WHERE next_state IS NOT NULL AND expires_at IS NULL
   ON CONFLICT (key) DO NOTHING RETURNING 1
 )
 SELECT CASE WHEN next_state IS NOT NULL AND expires_at IS NULL AND NOT EXISTS (SELECT FROM inserted) THEN NULL
+  WHEN blocked_ms IS NOT NULL THEN ARRAY[0, greatest(blocked_ms, retry_after), greatest(blocked_ms, reset_after)]
   ELSE ARRAY[remaining, retry_after, reset_after] END, EXISTS (SELECT FROM inserted), server_now FROM step`;
 }
 
