@@ -84,3 +84,31 @@ export class KeyReservation implements Reservation {
     this.settle(0);
   }
 }
+
+/**
+ * A store limiter's reservation: settles once, through `settle`, which the limiter gives only to a
+ * granted reservation (a refused or degraded one has nothing to give back or charge).
+ */
+export class AsyncKeyReservation implements AsyncReservation {
+  readonly decision: Decision;
+  readonly #settle: ((actual: number) => Promise<Decision>) | undefined;
+  #settled = false;
+
+  constructor(decision: Decision, settle: ((actual: number) => Promise<Decision>) | undefined) {
+    this.decision = decision;
+    this.#settle = settle;
+  }
+
+  async settle(actualPermits: number): Promise<Decision> {
+    integerIn('actualPermits', actualPermits, 0, Number.MAX_SAFE_INTEGER);
+    if (this.#settle === undefined) return this.decision;
+    if (this.#settled) throw alreadySettled();
+    // Marked before the store answers: a settle whose reply is lost may still have been applied.
+    this.#settled = true;
+    return this.#settle(actualPermits);
+  }
+
+  async cancel(): Promise<void> {
+    await this.settle(0);
+  }
+}

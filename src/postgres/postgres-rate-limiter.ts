@@ -1,15 +1,17 @@
+import { checkCharge, stateNow } from '../algorithms/accounting';
 import type { Clock } from '../core/clock';
-import type { Decision } from '../core/decision';
-import { rangeError, typeError } from '../core/errors';
+import { type Decision, degrade } from '../core/decision';
+import { coded, rangeError, typeError } from '../core/errors';
 import type { Rule } from '../core/rule';
 import { Closable } from '../core/symbols';
-import { checkPermits, describe } from '../core/validate';
+import { checkPermits, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
-import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
+import { type AsyncRateLimiter, MAX_BLOCK_MS } from '../limiter/keyed-rate-limiter';
+import { AsyncKeyReservation, type AsyncReservation } from '../limiter/reservation';
 import { schedulerFor, systemScheduler } from '../limiter/scheduler';
 import { WaitQueue } from '../limiter/wait-queue';
 import { Coalescer } from '../redis/coalescer';
-import { outagePolicy } from '../redis/outage-policy';
+import { outagePolicy, type StoreErrorPolicy } from '../redis/outage-policy';
 import { checkReply, toDecision } from '../redis/reply';
 import { checkStoreOptions, report, toRule } from '../redis/store-options';
 import { type Deadline, Timeouts } from '../redis/timeout';
@@ -31,6 +33,8 @@ const MAX_BATCH = 4;
 
 /** One decision on its way to PostgreSQL. */
 interface Call {
+  /** Undefined for a decision (`tryAcquire`), which may share its round trip with others. */
+  readonly op?: undefined;
   readonly key: string;
   readonly rowKey: string;
   readonly permits: number;
@@ -41,9 +45,27 @@ interface Call {
   readonly answered: false;
 }
 
-/** The calls of one round trip, with their deadline. */
+/**
+ * Any other operation (see `ratekeeper_decide`): it travels alone, in its turn among the calls made
+ * on its key, and is answered with the reply's numbers as the client gives them.
+ */
+interface OpCall {
+  readonly op: 'peek' | 'charge' | 'reserve' | 'refund' | 'block' | 'reset';
+  readonly key: string;
+  readonly rowKey: string;
+  /** Permits, or a block's duration in ms. */
+  readonly amount: number;
+  readonly now: number | undefined;
+  /** A refund's receipt, as a PostgreSQL array literal. */
+  readonly receipt: string | null;
+  readonly reply: (numbers: readonly unknown[]) => void;
+  readonly fail: (error: unknown) => void;
+  readonly answered: false;
+}
+
+/** The calls of one round trip, with their deadline: decisions, or one other operation. */
 interface CallBatch extends Batch {
-  readonly calls: Call[];
+  readonly calls: Call[] | [OpCall];
   deadline?: Deadline;
 }
 
@@ -83,7 +105,10 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   readonly #clock: Clock | undefined;
   readonly #timeouts: Timeouts;
   readonly #fallback: (error: unknown, call: Call) => Decision | Promise<Decision>;
-  readonly #coalescer: Coalescer<Call>;
+  readonly #peekFallback: (error: unknown, key: string, permits: number) => Decision | Promise<Decision>;
+  readonly #policy: (error: unknown, key: string, permits: number) => Decision | Promise<Decision>;
+  readonly #onError: ((error: unknown, key: string) => void) | undefined;
+  readonly #coalescer: Coalescer<Call | OpCall>;
   readonly #order: KeyOrder<CallBatch>;
   readonly #waiting: WaitQueue;
 
@@ -101,7 +126,9 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.#query = toQuery(client);
     const plan = sqlPlans[algorithm];
     const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
-    this.#statement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], 'acquire') AS r`;
+    this.#policy = policy;
+    this.#onError = onError;
+    this.#statement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], $6::text, $7::numeric[]) AS r`;
     this.#oneKeyStatement = `SELECT ${quotedSchema(schema)}.${oneKeyFunction(plan.codec)}($1::text, $2::numeric, $3::numeric, $4::numeric[]) AS r`;
     if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
     this.#algorithm = algorithm;
@@ -118,6 +145,15 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
       report(onError, error, call.key);
       return policy(error, call.key, call.permits);
     };
+    // A peek spends nothing, in the fallback too: its own peek, or without one the answer of 'deny'.
+    // 'allow' and 'deny' answer a peek of 0 (the state now) as they would a request of 1.
+    const peeking = typeof onStoreError === 'object' && onStoreError !== null ? peekingOf(onStoreError) : onStoreError;
+    const peekPolicy = outagePolicy(peeking, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
+    this.#peekFallback = (error, key, permits) => {
+      report(onError, error, key);
+      if (permits > 0 || typeof peeking === 'object') return peekPolicy(error, key, permits);
+      return degradedStateNow(peekPolicy(error, key, 1) as Decision);
+    };
     this.#order = new KeyOrder(this.#send);
     this.#coalescer = new Coalescer(this.#batch, MAX_BATCH);
     this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), clock === undefined ? systemScheduler : schedulerFor(clock));
@@ -131,18 +167,153 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
    * when `permits` is not an integer from 1 to the limit (as a rejected promise).
    */
   tryAcquire(key: string, permits = 1): Promise<Decision> {
-    if (typeof key !== 'string' || key.includes('\u0000')) {
-      return Promise.reject(typeError(`ratekeeper: \`key\` must be a string without U+0000, got ${describe(key)}`));
-    }
+    let now: number | undefined;
     try {
+      this.#checkKey(key);
       checkPermits(permits, this.rule.limit);
+      now = this.#read();
     } catch (error) {
       return Promise.reject(error);
     }
-    const now = this.#clock?.now();
-    // A caller's clock is checked: NaN sent to the database would be stored as state.
-    if (now !== undefined && !Number.isFinite(now)) return Promise.reject(rangeError(`ratekeeper: \`clock\` returned ${describe(now)}, not a finite number`));
     return new Promise((resolve) => this.#coalescer.add({ key, rowKey: this.#keyPrefix + key, permits, now, resolve, answered: false }, 0));
+  }
+
+  /**
+   * What `tryAcquire(key, permits)` would answer now (a block included), as `KeyedRateLimiter.peek`:
+   * spends nothing and stores no row. `permits` 0 answers the state now, for a dashboard:
+   * `remaining` is the whole permits available now, `resetAfterMs` the time until the key is as
+   * new, and `allowed` is false only while the key is blocked. When PostgreSQL fails, the outage
+   * policy answers, marked `degraded` (a fallback limiter is asked its own `peek`, so it spends
+   * nothing; one without `peek` answers as `'deny'`).
+   * @throws TypeError or RangeError as `tryAcquire` does, `permits` 0 allowed (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import pg from 'pg';
+   * import { Rule } from 'ratekeeper';
+   * import { PostgresRateLimiter } from 'ratekeeper/postgres';
+   * const limiter = new PostgresRateLimiter({ client: new pg.Pool(), algorithm: 'token-bucket', rule: Rule.perMinute(60), onStoreError: 'allow' });
+   * const { remaining } = await limiter.peek('user-1', 0); // left now, and nothing spent
+   * ```
+   */
+  peek(key: string, permits = 1): Promise<Decision> {
+    try {
+      if (permits !== 0) checkPermits(permits, this.rule.limit);
+      return this.#operate('peek', key, permits).then(
+        (numbers) => this.#decision(numbers),
+        (error: unknown) => this.#peekFallback(error, key, permits),
+      );
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Forgets `key`, as `KeyedRateLimiter.reset`: its row goes, state and block alike, and every later
+   * decision is a never-seen key's. Those waiting on it in this process are tried again at once;
+   * outstanding reservations of the key give nothing back. Rejects with the error when PostgreSQL
+   * fails (`PostgresTimeoutError` after `timeoutMs`): the key may not have been reset.
+   *
+   * @example
+   * ```ts
+   * import pg from 'pg';
+   * import { Rule } from 'ratekeeper';
+   * import { PostgresRateLimiter } from 'ratekeeper/postgres';
+   * const failures = new PostgresRateLimiter({ client: new pg.Pool(), algorithm: 'sliding-window-log', rule: Rule.perHour(10), onStoreError: 'deny' });
+   * await failures.reset('alice'); // she logged in: her failures no longer count
+   * ```
+   */
+  async reset(key: string): Promise<void> {
+    await this.#operate('reset', key, 0);
+    this.#waiting.wake(key);
+  }
+
+  /**
+   * Counts `permits` that were already used, as `KeyedRateLimiter.charge`: never refused, and
+   * `permits` may exceed the limit. What fits is spent exactly as `tryAcquire` would; beyond that
+   * the key goes into debt, at most one full limit deep (the rest is forgiven), and is refused
+   * until the debt is repaid, with exact `retryAfterMs`; the row lives until then. Resolves with
+   * the key's state after, as `peek(key, 0)` would without a block. Rejects with the error when
+   * PostgreSQL fails: the charge may not have been counted.
+   * @throws TypeError for a bad key; RangeError when `permits` is not a positive safe integer (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import pg from 'pg';
+   * import { Rule } from 'ratekeeper';
+   * import { PostgresRateLimiter } from 'ratekeeper/postgres';
+   * const limiter = new PostgresRateLimiter({ client: new pg.Pool(), algorithm: 'fixed-window', rule: Rule.perMinute(10), onStoreError: 'deny' });
+   * (await limiter.charge('user-1', 14)).remaining; // 0: 4 in debt until the minute ends
+   * ```
+   */
+  async charge(key: string, permits: number): Promise<Decision> {
+    checkCharge(permits);
+    return this.#decision(await this.#operate('charge', key, permits));
+  }
+
+  /**
+   * Refuses every request of `key` for `durationMs` from now, as `KeyedRateLimiter.block`: each
+   * refusal spends nothing and waits the longer of the time left and what the algorithm alone
+   * would say. Kept in the row apart from the counts, so no charge or refund lifts it; a shorter
+   * block never shortens a longer one; `reset` lifts it; the row outlives it. `durationMs` is a
+   * whole number of ms from 0 to 2^42 (about 139 years). Rejects with the error when PostgreSQL
+   * fails: the key may not be blocked.
+   * @throws TypeError for a bad key; RangeError for a bad duration (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import pg from 'pg';
+   * import { Rule } from 'ratekeeper';
+   * import { PostgresRateLimiter } from 'ratekeeper/postgres';
+   * const logins = new PostgresRateLimiter({ client: new pg.Pool(), algorithm: 'sliding-window-log', rule: Rule.perHour(10), onStoreError: 'deny' });
+   * await logins.block('alice', 3_600_000);
+   * ```
+   */
+  async block(key: string, durationMs: number): Promise<void> {
+    integerIn('durationMs', durationMs, 0, MAX_BLOCK_MS);
+    // A block of 0 ms blocks nothing: no row for it.
+    if (durationMs === 0) this.#checkKey(key);
+    else await this.#operate('block', key, durationMs);
+  }
+
+  /**
+   * Grants (or refuses) `permits` (default 1) now, exactly as `tryAcquire`, for a request whose real
+   * cost is known only later, as `KeyedRateLimiter.reserve`: settle the reservation once with that
+   * cost. What was not used is given back exactly (only what is still counted: never what time
+   * already repaid, never in another window, nothing after a reset), what was over is charged.
+   * When PostgreSQL fails the outage policy decides, marked `degraded`, and the reservation has
+   * nothing to settle; a `settle` or `cancel` that fails rejects with the error.
+   * @throws as `tryAcquire` does (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import pg from 'pg';
+   * import { Rule } from 'ratekeeper';
+   * import { PostgresRateLimiter } from 'ratekeeper/postgres';
+   * const tokens = new PostgresRateLimiter({ client: new pg.Pool(), algorithm: 'token-bucket', rule: Rule.perMinute(10_000), onStoreError: 'deny' });
+   * const reservation = await tokens.reserve('team-1', 2000);
+   * if (reservation.decision.allowed) await reservation.settle(500); // 1500 were not used
+   * ```
+   */
+  async reserve(key: string, permits = 1): Promise<AsyncReservation> {
+    checkPermits(permits, this.rule.limit);
+    let numbers: readonly unknown[];
+    try {
+      numbers = await this.#operate('reserve', key, permits);
+    } catch (error) {
+      if (isInputError(error)) throw error;
+      report(this.#onError, error, key);
+      return new AsyncKeyReservation(await this.#policy(error, key, permits), undefined);
+    }
+    const decision = this.#decision(numbers, 6);
+    if (!decision.allowed) return new AsyncKeyReservation(decision, undefined);
+    const receipt = `{${numbers.slice(3, 6).map(String).join(',')}}`;
+    return new AsyncKeyReservation(decision, async (actual) => {
+      if (actual > permits) return this.charge(key, actual - permits);
+      const after = this.#decision(await this.#operate('refund', key, permits - actual, receipt));
+      if (actual < permits) this.#waiting.wake(key);
+      return after;
+    });
   }
 
   /**
@@ -190,21 +361,59 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     return { algorithm: this.#algorithm, rule: this.rule, schema: this.#schema, prefix: this.#prefix, timeoutMs: this.#timeoutMs };
   }
 
+  /** Sends any operation but a decision, in its turn among the calls on its key; resolves with the reply's numbers. */
+  #operate(op: OpCall['op'], key: string, amount: number, receipt: string | null = null): Promise<readonly unknown[]> {
+    this.#checkKey(key);
+    const now = this.#read();
+    return new Promise((reply, fail) => this.#coalescer.add({ op, key, rowKey: this.#keyPrefix + key, amount, now, receipt, reply, fail, answered: false }, 0));
+  }
+
+  /** The decision in a reply of `length` numbers (more than 3 when a receipt follows it). */
+  #decision(reply: readonly unknown[], length = 3): Decision {
+    return toDecision(checkReply(reply.length === length ? reply.slice(0, 3) : reply, 1, 'PostgreSQL'), 0, this.rule.limit);
+  }
+
+  /** @throws TypeError unless `key` is a string PostgreSQL text can hold. */
+  #checkKey(key: string): void {
+    if (typeof key !== 'string' || key.includes('\u0000')) throw typeError(`ratekeeper: \`key\` must be a string without U+0000, got ${describe(key)}`);
+  }
+
+  /** The caller's clock reading, checked (NaN sent to the database would be stored as state), or undefined for the server's. */
+  #read(): number | undefined {
+    const now = this.#clock?.now();
+    if (now !== undefined && !Number.isFinite(now)) throw rangeError(`ratekeeper: \`clock\` returned ${describe(now)}, not a finite number`);
+    return now;
+  }
+
   /**
    * Starts the calls' deadline and hands them, as one batch, to the key order. The batch is
    * released to the coalescer at once, not when answered: the key order lets batches travel side
    * by side on the pool, so the coalescer only gathers the calls of one tick (and full batches).
    */
-  readonly #batch = (calls: Call[], flight: { release(): void }): void => {
+  readonly #batch = (calls: (Call | OpCall)[], flight: { release(): void }): void => {
+    // Decisions go together; any other operation goes alone, in its place among them.
+    let decisions: Call[] = [];
+    for (const call of calls) {
+      if (call.op === undefined) {
+        decisions.push(call);
+        continue;
+      }
+      if (decisions.length > 0) this.#trip(decisions);
+      decisions = [];
+      this.#trip([call]);
+    }
+    if (decisions.length > 0) this.#trip(decisions);
+    flight.release();
+  };
+
+  #trip(calls: Call[] | [OpCall]): void {
     const batch: CallBatch = { calls, keys: calls.map((call) => call.rowKey), abandoned: false };
-    const deadline = this.#timeouts.start((error) => {
+    batch.deadline = this.#timeouts.start((error) => {
       batch.abandoned = true;
       this.#fail(calls, error);
     });
-    batch.deadline = deadline;
     this.#order.add(batch);
-    flight.release();
-  };
+  }
 
   /**
    * Sends a batch as one statement, and answers each call from the reply or, failing that, from
@@ -216,11 +425,16 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     const callerClock = calls[0]!.now !== undefined;
     let sent: Promise<readonly unknown[]>;
     try {
-      if (calls.length === 1) {
-        const [{ rowKey, permits, now }] = calls as [Call];
+      const [first] = calls;
+      if (first.op !== undefined) {
+        const { op, amount, now, receipt } = first;
+        sent = this.#query(this.#statement, [this.#codec, this.#ruleArgs, textArray(calls), `{${amount}}`, callerClock ? `{${now}}` : null, op, receipt]);
+      } else if (calls.length === 1) {
+        const { rowKey, permits, now } = first;
         sent = this.#query(this.#oneKeyStatement, [rowKey, permits, callerClock ? now : null, this.#ruleArgs]);
       } else {
-        const values = [this.#codec, this.#ruleArgs, textArray(calls), `{${calls.map((call) => call.permits).join(',')}}`, callerClock ? `{${calls.map((call) => call.now).join(',')}}` : null];
+        const decisions = calls as Call[];
+        const values = [this.#codec, this.#ruleArgs, textArray(calls), `{${decisions.map((call) => call.permits).join(',')}}`, callerClock ? `{${decisions.map((call) => call.now).join(',')}}` : null, 'acquire', null];
         sent = this.#query(this.#statement, values);
       }
     } catch (error) {
@@ -239,21 +453,32 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     );
   };
 
-  #settle(calls: Call[], rows: readonly unknown[]): void {
-    let numbers: number[];
-    try {
-      const reply = (rows[0] as { r?: unknown } | undefined)?.r;
-      // Number(null) is 0: a null in the reply is a wrong reply, not an allowance.
-      numbers = checkReply(Array.isArray(reply) && !reply.includes(null) ? reply : rows, calls.length, 'PostgreSQL');
-    } catch (error) {
-      this.#fail(calls, error);
+  #settle(calls: Call[] | [OpCall], rows: readonly unknown[]): void {
+    const reply = (rows[0] as { r?: unknown } | undefined)?.r;
+    const [first] = calls;
+    if (first.op !== undefined) {
+      if (Array.isArray(reply)) first.reply(reply);
+      else first.fail(unexpectedReply(rows));
       return;
     }
-    for (let i = 0; i < calls.length; i++) calls[i]!.resolve(toDecision(numbers, i, this.rule.limit));
+    const decisions = calls as Call[];
+    let numbers: number[];
+    try {
+      // Number(null) is 0: a null in the reply is a wrong reply, not an allowance.
+      numbers = checkReply(Array.isArray(reply) && !reply.includes(null) ? reply : rows, decisions.length, 'PostgreSQL');
+    } catch (error) {
+      this.#fail(decisions, error);
+      return;
+    }
+    for (let i = 0; i < decisions.length; i++) decisions[i]!.resolve(toDecision(numbers, i, this.rule.limit));
   }
 
-  #fail(calls: Call[], error: unknown): void {
+  #fail(calls: Call[] | [OpCall], error: unknown): void {
     for (const call of calls) {
+      if (call.op !== undefined) {
+        call.fail(error);
+        continue;
+      }
       try {
         call.resolve(this.#fallback(error, call));
       } catch (fallbackError) {
@@ -265,11 +490,35 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
 }
 
 /** The calls' row keys as a PostgreSQL array literal: each quoted, with `"` and `\` escaped. */
-function textArray(calls: readonly Call[]): string {
+function textArray(calls: readonly { readonly rowKey: string }[]): string {
   let literal = '{';
   for (let i = 0; i < calls.length; i++) {
     if (i > 0) literal += ',';
     literal += `"${calls[i]!.rowKey.replace(/["\\]/g, '\\$&')}"`;
   }
   return `${literal}}`;
+}
+
+/** A fallback limiter seen through its `peek`, so that a degraded peek spends nothing; one without `peek` is `'deny'`. */
+function peekingOf(fallback: object): StoreErrorPolicy {
+  const { peek } = fallback as { peek?: unknown };
+  if (typeof peek !== 'function') return 'deny';
+  const peeking = (key: string, permits?: number) => (peek as (key: string, permits?: number) => unknown).call(fallback, key, permits);
+  // Either shape: outagePolicy checks what a fallback answers, sync or not.
+  return { tryAcquire: peeking } as StoreErrorPolicy;
+}
+
+/** The state now, as a string policy answers it for a request of 1 (synchronously), keeping its `degraded`. */
+function degradedStateNow(decision: Decision): Decision {
+  return decision.allowed ? decision : degrade(stateNow(decision), decision.degraded ?? 'store-error');
+}
+
+/** An operation's input error, which rejects the call instead of asking the outage policy. */
+function isInputError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === 'ERR_RATEKEEPER_INVALID_ARGUMENT' || code === 'ERR_RATEKEEPER_OUT_OF_RANGE';
+}
+
+function unexpectedReply(rows: unknown): Error {
+  return coded(new Error(`ratekeeper: unexpected reply from PostgreSQL: ${describe(rows)}`), 'ERR_RATEKEEPER_STORE_REPLY');
 }
