@@ -128,7 +128,8 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
     this.#policy = policy;
     this.#onError = onError;
-    this.#statement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], $6::text, $7::numeric[]) AS r`;
+    // As text: pg parses numeric[] into floats, and a receipt's numbers may pass 2^53.
+    this.#statement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], $6::text, $7::numeric[])::text[] AS r`;
     this.#oneKeyStatement = `SELECT ${quotedSchema(schema)}.${oneKeyFunction(plan.codec)}($1::text, $2::numeric, $3::numeric, $4::numeric[]) AS r`;
     if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
     this.#algorithm = algorithm;

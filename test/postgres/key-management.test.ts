@@ -21,15 +21,20 @@ const rules = fc
   .record({ limit: fc.integer({ min: 1, max: 20 }), windowMs: fc.integer({ min: 20_000, max: 200_000 }) })
   .map(({ limit, windowMs }) => new Rule(limit, windowMs));
 
-// Up to the ends of the Rule domain: limits near 2^52, windows of 2^42 ms. Past 2^52 a key in debt
-// counts more than 2^53 in memory, where JavaScript numbers round (the counter charged 2^53 - 1 at a
-// limit of 2^52 + 1 waits 1 ms less there than exactly); PostgreSQL stays exact in numeric.
-const hugeRules = fc
-  .record({
-    limit: fc.oneof(fc.constantFrom(1_000_000_000, 2 ** 50, 2 ** 52, 2 ** 52 - 1), fc.integer({ min: 1, max: 2 ** 52 })),
-    windowMs: fc.oneof(fc.constantFrom(86_400_000, Rule.MAX_WINDOW_MS), fc.integer({ min: 20_000, max: Rule.MAX_WINDOW_MS })),
-  })
-  .map(({ limit, windowMs }) => new Rule(limit, windowMs));
+// Toward the ends of the Rule domain: windows to 2^42 ms, limits to 2^52 (to 2^50 with fractional
+// readings). Past that the in-memory twin is the one that rounds, and PostgreSQL stays exact in
+// numeric: a key in debt counts past 2^53 (a counter charged 2^53 - 1 at a limit of 2^52 + 1 waits
+// 1 ms less in memory than exactly), and a fractional reading makes its weights fractions of
+// products past 2^53. The ends themselves are checked apart, below.
+const hugeRulesUpTo = (maxLimit: number) =>
+  fc
+    .record({
+      limit: fc.oneof(fc.constantFrom(1_000_000_000, maxLimit, maxLimit - 1), fc.integer({ min: 1, max: maxLimit })),
+      windowMs: fc.oneof(fc.constantFrom(86_400_000, Rule.MAX_WINDOW_MS), fc.integer({ min: 20_000, max: Rule.MAX_WINDOW_MS })),
+    })
+    .map(({ limit, windowMs }) => new Rule(limit, windowMs));
+const hugeRules = hugeRulesUpTo(2 ** 50);
+const hugerRules = hugeRulesUpTo(2 ** 52);
 
 /** Clock moves forward: small, a window or two, quarters of a ms, huge. */
 const forward = [
@@ -57,6 +62,7 @@ const tracesWith = (moveMs: fc.Arbitrary<number>) =>
 // A KeyedRateLimiter holds every reading earlier than its latest to that latest, across keys, and
 // remembers readings no state stored: the twin for clocks that only move forward.
 const traces = tracesWith(fc.oneof(...forward));
+const integerTraces = tracesWith(fc.oneof(...forward.filter((_, i) => i !== 3)));
 // Backwards too: the twin is then each key's algorithm state itself, which counts a reading earlier
 // than the one it stored as no time passing, as a row does.
 const backwardTraces = tracesWith(fc.oneof(...forward, fc.integer({ min: -5_000, max: -1 }), fc.integer({ min: -4_000, max: 0 }).map((q) => q / 4)));
@@ -223,7 +229,12 @@ describe.skipIf(!postgresPort).each(clients)('PostgresRateLimiter key management
       expect(fromStore).toStrictEqual(fromMemory);
     });
 
-    test.prop([hugeRules, traces], { numRuns: 15 })(`${algorithm}: and so do they for limits up to 2^52 and windows up to 2^42 ms`, async (rule, trace) => {
+    test.prop([hugeRules, traces], { numRuns: 15 })(`${algorithm}: and so do they for limits up to 2^50 and windows up to 2^42 ms`, async (rule, trace) => {
+      const { fromMemory, fromStore } = await replay(client, schema, algorithm, rule, trace);
+      expect(fromStore).toStrictEqual(fromMemory);
+    });
+
+    test.prop([hugerRules, integerTraces], { numRuns: 15 })(`${algorithm}: and for limits up to 2^52 on whole-ms readings`, async (rule, trace) => {
       const { fromMemory, fromStore } = await replay(client, schema, algorithm, rule, trace);
       expect(fromStore).toStrictEqual(fromMemory);
     });
@@ -233,8 +244,8 @@ describe.skipIf(!postgresPort).each(clients)('PostgresRateLimiter key management
       expect(fromStore).toStrictEqual(fromMemory);
     });
 
-    test.prop([rules, fc.integer({ min: 0, max: 400_000 }), fc.array(fc.tuple(fc.integer({ min: 0, max: 100_000 }), fc.double({ min: 0, max: 1, noNaN: true })), { maxLength: 8 })], { numRuns: 15 })(
-      `${algorithm}: a cancel with nothing else on the key in between, however late, leaves every later decision equal to a key that never reserved`,
+    test.prop([fc.oneof(rules, hugerRules, fc.constant(new Rule(Number.MAX_SAFE_INTEGER, Rule.MAX_WINDOW_MS))), fc.integer({ min: 0, max: 400_000 }), fc.array(fc.tuple(fc.integer({ min: 0, max: 100_000 }), fc.double({ min: 0, max: 1, noNaN: true })), { maxLength: 8 })], { numRuns: 20 })(
+      `${algorithm}: a cancel with nothing else on the key in between, however late, leaves every later decision equal to a key that never reserved (limits to 2^53 - 1 too)`,
       async (rule, delayMs, later) => {
         const clock = new ManualClock(1_800_000_000_000);
         const limiter = new PostgresRateLimiter({ client, schema, algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('exact'), timeoutMs: 10_000 });
@@ -335,6 +346,46 @@ describe.skipIf(!postgresPort).each(clients)('PostgresRateLimiter key management
     });
   }
 
+  test('at the ends of the domain (a limit of 2^53 - 1, a window of 2^42 ms), charges of 2^53 - 1 stay exact: in debt one full limit deep, as new two windows on', async () => {
+    const rule = new Rule(Number.MAX_SAFE_INTEGER, Rule.MAX_WINDOW_MS);
+    for (const algorithm of algorithmNames) {
+      const clock = new ManualClock(Rule.MAX_WINDOW_MS);
+      const limiter = new PostgresRateLimiter({ client, schema, algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('ends') });
+      expect(await limiter.charge('k', Number.MAX_SAFE_INTEGER)).toMatchObject({ allowed: true, remaining: 0 });
+      const debt = await limiter.charge('k', Number.MAX_SAFE_INTEGER);
+      expect(debt).toMatchObject({ allowed: true, remaining: 0 });
+      expect(debt.resetAfterMs).toBeLessThanOrEqual(2 * Rule.MAX_WINDOW_MS);
+      const refused = await limiter.tryAcquire('k');
+      expect(refused).toMatchObject({ allowed: false, remaining: 0 });
+      clock.advance(refused.retryAfterMs - 1);
+      expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 1 });
+      clock.advance(1);
+      expect(await limiter.peek('k')).toMatchObject({ allowed: true });
+      clock.advance(2 * Rule.MAX_WINDOW_MS);
+      expect(await limiter.peek('k', 0)).toStrictEqual({ allowed: true, limit: Number.MAX_SAFE_INTEGER, remaining: Number.MAX_SAFE_INTEGER, retryAfterMs: 0, resetAfterMs: 0 });
+    }
+  });
+
+  test('concurrent operations on one key lose no update: 100 charges, 100 peeks and 20 blocks at once', async () => {
+    for (const algorithm of algorithmNames) {
+      const limiter = new PostgresRateLimiter({ client, schema, algorithm, rule: new Rule(1000, 1e12), onStoreError: 'deny', prefix: uniquePrefix('together'), timeoutMs: 10_000 });
+      const durations = Array.from({ length: 20 }, (_, i) => 1_000_000 + i * 1000);
+      const answers = await Promise.all([
+        ...Array.from({ length: 100 }, () => limiter.charge('k', 1)),
+        ...Array.from({ length: 100 }, () => limiter.peek('k', 0)),
+        ...durations.map((ms) => limiter.block('k', ms)),
+      ]);
+      expect(answers.filter((answer) => answer?.degraded !== undefined)).toEqual([]);
+      const now = await limiter.peek('k', 0);
+      expect(now).toMatchObject({ allowed: false, remaining: 0 });
+      // The longest block holds, less the few ms the calls took.
+      expect(now.retryAfterMs).toBeGreaterThan(1_019_000 - 5_000);
+      await limiter.reset('k');
+      await limiter.charge('k', 0 + 100);
+      expect(await limiter.peek('k', 0)).toMatchObject({ allowed: true, remaining: 900 });
+    }
+  });
+
   test('a reservation settles once: a second settle or cancel rejects with ERR_RATEKEEPER_ALREADY_SETTLED and changes nothing', async () => {
     const limiter = new PostgresRateLimiter({ client, schema, algorithm: 'token-bucket', rule: new Rule(10, 60_000), onStoreError: 'deny', clock: new ManualClock(0), prefix: uniquePrefix('twice') });
     const reservation = await limiter.reserve('k', 6);
@@ -380,6 +431,22 @@ describe.skipIf(!postgresPort).each(clients)('PostgresRateLimiter key management
     await expect(limiter.charge('k', 2 ** 53)).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_OUT_OF_RANGE' });
     await expect(limiter.peek('k', 6)).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_OUT_OF_RANGE' });
     await expect(limiter.reserve('k\u0000')).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_INVALID_ARGUMENT' });
+  });
+
+  test('a block holds for decisions batched in one round trip (ratekeeper_decide) as for one alone (the one-key statement)', async () => {
+    for (const algorithm of algorithmNames) {
+      const clock = new ManualClock(1_000);
+      const limiter = new PostgresRateLimiter({ client, schema, algorithm, rule: new Rule(5, 60_000), onStoreError: 'deny', clock, prefix: uniquePrefix('batched') });
+      await limiter.block('k', 30_000);
+      const batched = await Promise.all([limiter.tryAcquire('k'), limiter.tryAcquire('other'), limiter.tryAcquire('k', 5)]);
+      expect(batched.map(({ allowed, retryAfterMs }) => [allowed, retryAfterMs])).toEqual([
+        [false, 30_000],
+        [true, 0],
+        [false, 30_000],
+      ]);
+      expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 30_000 });
+      expect(await limiter.peek('k', 0)).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 30_000 });
+    }
   });
 
   test('a blocked row is never reclaimed as expired, though its counts have long expired', async () => {
