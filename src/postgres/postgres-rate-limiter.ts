@@ -200,10 +200,9 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   peek(key: string, permits = 1): Promise<Decision> {
     try {
       if (permits !== 0) checkPermits(permits, this.rule.limit);
-      return this.#operate('peek', key, permits).then(
-        (numbers) => this.#decision(numbers),
-        (error: unknown) => this.#peekFallback(error, key, permits),
-      );
+      return this.#operate('peek', key, permits)
+        .then((numbers) => this.#decision(numbers))
+        .catch((error: unknown) => this.#peekFallback(error, key, permits));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -298,15 +297,17 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
    */
   async reserve(key: string, permits = 1): Promise<AsyncReservation> {
     checkPermits(permits, this.rule.limit);
+    // Sent before the try: a bad key or clock reading throws here, not to the outage policy.
+    const sent = this.#operate('reserve', key, permits);
     let numbers: readonly unknown[];
+    let decision: Decision;
     try {
-      numbers = await this.#operate('reserve', key, permits);
+      numbers = await sent;
+      decision = this.#decision(numbers, 6);
     } catch (error) {
-      if (isInputError(error)) throw error;
       report(this.#onError, error, key);
       return new AsyncKeyReservation(await this.#policy(error, key, permits), undefined);
     }
-    const decision = this.#decision(numbers, 6);
     if (!decision.allowed) return new AsyncKeyReservation(decision, undefined);
     const receipt = `{${numbers.slice(3, 6).map(String).join(',')}}`;
     return new AsyncKeyReservation(decision, async (actual) => {
@@ -371,7 +372,9 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
 
   /** The decision in a reply of `length` numbers (more than 3 when a receipt follows it). */
   #decision(reply: readonly unknown[], length = 3): Decision {
-    return toDecision(checkReply(reply.length === length ? reply.slice(0, 3) : reply, 1, 'PostgreSQL'), 0, this.rule.limit);
+    // Number(null) is 0: a null in the reply is a wrong reply, not an allowance.
+    const numbers = reply.length === length && !reply.includes(null) ? reply.slice(0, 3) : [reply];
+    return toDecision(checkReply(numbers, 1, 'PostgreSQL'), 0, this.rule.limit);
   }
 
   /** @throws TypeError unless `key` is a string PostgreSQL text can hold. */
@@ -512,12 +515,6 @@ function peekingOf(fallback: object): StoreErrorPolicy {
 /** The state now, as a string policy answers it for a request of 1 (synchronously), keeping its `degraded`. */
 function degradedStateNow(decision: Decision): Decision {
   return decision.allowed ? decision : degrade(stateNow(decision), decision.degraded ?? 'store-error');
-}
-
-/** An operation's input error, which rejects the call instead of asking the outage policy. */
-function isInputError(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return code === 'ERR_RATEKEEPER_INVALID_ARGUMENT' || code === 'ERR_RATEKEEPER_OUT_OF_RANGE';
 }
 
 function unexpectedReply(rows: unknown): Error {
