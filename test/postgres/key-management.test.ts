@@ -11,6 +11,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { type AccountingAlgorithm, type Decision, KeyedRateLimiter, ManualClock, type Reservation, Rule } from '../../src/index';
 import type { AsyncReservation } from '../../src/limiter/reservation';
+import { withRateLimit } from '../../src/http';
 import { migrate, type PostgresClientLike, PostgresRateLimiter } from '../../src/postgres';
 import type { RedisAlgorithm } from '../../src/redis';
 import { algorithmNames, twins } from '../redis/helpers/algorithms';
@@ -447,6 +448,39 @@ describe.skipIf(!postgresPort).each(clients)('PostgresRateLimiter key management
       expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 30_000 });
       expect(await limiter.peek('k', 0)).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 30_000 });
     }
+  });
+
+  test('acquire waits out a block, and a reset or a refund in this process wakes the waiter at once', async () => {
+    const limiter = new PostgresRateLimiter({ client, schema, algorithm: 'token-bucket', rule: new Rule(1, 600_000), onStoreError: 'deny', prefix: uniquePrefix('wake') });
+    await limiter.block('blocked', 200);
+    expect(await limiter.peek('blocked')).toMatchObject({ allowed: false });
+    expect(await limiter.acquire('blocked', 1, { maxWaitMs: 5_000 })).toMatchObject({ allowed: true });
+    const reservation = await limiter.reserve('refunded');
+    // Willing to wait longer than the rule would make them (the server's and this process's clocks differ by a few ms).
+    const afterRefund = limiter.acquire('refunded', 1, { maxWaitMs: 1_200_000 });
+    await limiter.tryAcquire('reset', 1);
+    const afterReset = limiter.acquire('reset', 1, { maxWaitMs: 1_200_000 });
+    await reservation.cancel();
+    await limiter.reset('reset');
+    // Both would otherwise wait ten minutes.
+    expect(await afterRefund).toMatchObject({ allowed: true });
+    expect(await afterReset).toMatchObject({ allowed: true });
+  });
+
+  test('the HTTP middleware settles through its reservations: with skipFailedRequests a failed request gives its permit back', async () => {
+    const limiter = new PostgresRateLimiter({ client, schema, algorithm: 'fixed-window', rule: new Rule(2, 60_000), onStoreError: 'deny', clock: new ManualClock(0), prefix: uniquePrefix('http') });
+    let status = 500;
+    const handler = withRateLimit({ limiter, key: () => 'k', skipFailedRequests: true }, () => new Response('body', { status }));
+    const answered = async () => {
+      const response = await handler(new Request('http://localhost/'));
+      // The settle runs after the response; the next peek on the key goes after it.
+      await limiter.peek('k', 0);
+      return response.status;
+    };
+    expect([await answered(), await answered(), await answered()]).toEqual([500, 500, 500]);
+    expect(await limiter.peek('k', 0)).toMatchObject({ remaining: 2 });
+    status = 200;
+    expect([await answered(), await answered(), await answered()]).toEqual([200, 200, 429]);
   });
 
   test('a blocked row is never reclaimed as expired, though its counts have long expired', async () => {
