@@ -9,7 +9,7 @@ import { fc, test } from '@fast-check/vitest';
 import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
-import { type AccountingAlgorithm, type Decision, KeyedRateLimiter, ManualClock, type Reservation, Rule } from '../../src/index';
+import { type AccountingAlgorithm, type Decision, KeyedRateLimiter, ManualClock, type Reservation, Rule, TokenBucket } from '../../src/index';
 import type { AsyncReservation } from '../../src/limiter/reservation';
 import { withRateLimit } from '../../src/http';
 import { migrate, type PostgresClientLike, PostgresRateLimiter } from '../../src/postgres';
@@ -382,7 +382,7 @@ describe.skipIf(!postgresPort).each(clients)('PostgresRateLimiter key management
       // The longest block holds, less the few ms the calls took.
       expect(now.retryAfterMs).toBeGreaterThan(1_019_000 - 5_000);
       await limiter.reset('k');
-      await limiter.charge('k', 0 + 100);
+      await limiter.charge('k', 100);
       expect(await limiter.peek('k', 0)).toMatchObject({ allowed: true, remaining: 900 });
     }
   });
@@ -427,6 +427,10 @@ describe.skipIf(!postgresPort).each(clients)('PostgresRateLimiter key management
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 2 ** 42 });
     await limiter.reset('k');
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 4 });
+    // Keys travel as array literals: quotes, backslashes and braces stay the key's own.
+    await limiter.block('q"\\{k}', 1_000);
+    expect(await limiter.tryAcquire('q"\\{k}')).toMatchObject({ allowed: false, retryAfterMs: 1_000 });
+    expect(await limiter.peek('q"\\{k', 0)).toMatchObject({ allowed: true });
     await expect(limiter.block('k', Infinity)).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_OUT_OF_RANGE' });
     await expect(limiter.block('k', 2 ** 42 + 1)).rejects.toThrow('`durationMs` must be an integer from 0 to 4398046511104, got 4398046511105');
     await expect(limiter.charge('k', 2 ** 53)).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_OUT_OF_RANGE' });
@@ -514,7 +518,7 @@ describe.skipIf(!postgresPort).each(clients)('PostgresRateLimiter key management
 
   test('a store that fails: peek and reserve answer by the outage policy (a fallback peeks, spending nothing); the writes reject', async () => {
     const errors: unknown[] = [];
-    const fallback = new KeyedRateLimiter({ algorithm: () => new twins['token-bucket'](new Rule(2, 60_000)) as AccountingAlgorithm });
+    const fallback = new KeyedRateLimiter({ algorithm: () => new TokenBucket(new Rule(2, 60_000)) });
     const limiter = new PostgresRateLimiter({ client, schema: uniqueSchema('absent'), algorithm: 'token-bucket', rule: new Rule(5, 60_000), onStoreError: fallback, onError: (error) => errors.push(error) });
     expect(await limiter.peek('k', 2)).toMatchObject({ allowed: true, remaining: 0, degraded: 'store-error' });
     expect(await limiter.peek('k', 0)).toMatchObject({ allowed: true, remaining: 2, degraded: 'store-error' });
