@@ -271,9 +271,10 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
    */
   async block(key: string, durationMs: number): Promise<void> {
     integerIn('durationMs', durationMs, 0, MAX_BLOCK_MS);
-    // A block of 0 ms blocks nothing: no row for it.
-    if (durationMs === 0) this.#checkKey(key);
-    else await this.#operate('block', key, durationMs);
+    if (durationMs > 0) return void (await this.#operate('block', key, durationMs));
+    // A block of 0 ms blocks nothing: no row for it. The clock is read all the same, as in memory.
+    this.#checkKey(key);
+    this.#read();
   }
 
   /**
@@ -363,10 +364,13 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     return { algorithm: this.#algorithm, rule: this.rule, schema: this.#schema, prefix: this.#prefix, timeoutMs: this.#timeoutMs };
   }
 
-  /** Sends any operation but a decision, in its turn among the calls on its key; resolves with the reply's numbers. */
+  /**
+   * Sends any operation but a decision, in its turn among the calls on its key; resolves with the
+   * reply's numbers. A reset reads no clock (as in memory: it has no use for the time).
+   */
   #operate(op: OpCall['op'], key: string, amount: number, receipt: string | null = null): Promise<readonly unknown[]> {
     this.#checkKey(key);
-    const now = this.#read();
+    const now = op === 'reset' ? undefined : this.#read();
     return new Promise((reply, fail) => this.#coalescer.add({ op, key, rowKey: this.#keyPrefix + key, amount, now, receipt, reply, fail, answered: false }, 0));
   }
 

@@ -387,6 +387,26 @@ describe.skipIf(!postgresPort).each(clients)('PostgresRateLimiter key management
     }
   });
 
+  test('each operation reads the clock as the in-memory limiter does: a reset never, a block of 0 ms once', async () => {
+    // A clock that holds readings to the latest it gave (as the store suite's does) would otherwise
+    // see a reading the in-memory twin never took.
+    const reads = { store: [] as string[], memory: [] as string[] };
+    let op = '';
+    const limiter = new PostgresRateLimiter({ client, schema, algorithm: 'fixed-window', rule: new Rule(5, 60_000), onStoreError: 'deny', clock: { now: () => (reads.store.push(op), 1000) }, prefix: uniquePrefix('reads') });
+    const memory = new KeyedRateLimiter({ algorithm: () => new TokenBucket(new Rule(5, 60_000)), clock: { now: () => (reads.memory.push(op), 1000) } });
+    op = 'reset';
+    await limiter.reset('k');
+    memory.reset('k');
+    op = 'block 0';
+    await limiter.block('k', 0);
+    memory.block('k', 0);
+    op = 'charge';
+    await limiter.charge('k', 1);
+    memory.charge('k', 1);
+    expect(reads.store).toEqual(reads.memory);
+    expect(reads.store).toEqual(['block 0', 'charge']);
+  });
+
   test('a reservation settles once: a second settle or cancel rejects with ERR_RATEKEEPER_ALREADY_SETTLED and changes nothing', async () => {
     const limiter = new PostgresRateLimiter({ client, schema, algorithm: 'token-bucket', rule: new Rule(10, 60_000), onStoreError: 'deny', clock: new ManualClock(0), prefix: uniquePrefix('twice') });
     const reservation = await limiter.reserve('k', 6);
