@@ -422,7 +422,8 @@ describe.skipIf(!postgresPort).each(clients)('PostgresRateLimiter key management
 
   test('a block: every decision refused until it ends, a shorter block never shortens it, no charge or refund lifts it, reset does', async () => {
     const clock = new ManualClock(5000);
-    const limiter = new PostgresRateLimiter({ client, schema, algorithm: 'fixed-window', rule: new Rule(5, 60_000), onStoreError: 'deny', clock, prefix: uniquePrefix('block') });
+    const prefix = uniquePrefix('block');
+    const limiter = new PostgresRateLimiter({ client, schema, algorithm: 'fixed-window', rule: new Rule(5, 60_000), onStoreError: 'deny', clock, prefix });
     const reservation = await limiter.reserve('k', 3);
     await limiter.block('k', 10_000);
     await limiter.block('k', 1_000);
@@ -439,8 +440,10 @@ describe.skipIf(!postgresPort).each(clients)('PostgresRateLimiter key management
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 2 ** 42 });
     await limiter.reset('k');
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 4 });
-    // Keys travel as array literals: quotes, backslashes and braces stay the key's own.
+    // Keys travel as array literals: quotes, backslashes and braces stay the key's own. A key
+    // never used is blocked by a row with no state (null: every codec reads it as a new key).
     await limiter.block('q"\\{k}', 1_000);
+    expect((await stored(`${prefix}fixed-window:5/60000:q"\\{k}`)).map(({ state }) => state)).toEqual([null]);
     expect(await limiter.tryAcquire('q"\\{k}')).toMatchObject({ allowed: false, retryAfterMs: 1_000 });
     expect(await limiter.peek('q"\\{k', 0)).toMatchObject({ allowed: true });
     await expect(limiter.block('k', Infinity)).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_OUT_OF_RANGE' });

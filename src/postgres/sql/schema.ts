@@ -2,11 +2,12 @@ import { DIVISION, FIXED_WINDOW, SLIDING_WINDOW_COUNTER, SLIDING_WINDOW_LOG, TOK
 import { ONE_KEY } from './one-key';
 
 /**
- * The table: one row per key, the algorithm's state as `numeric[]` (see ./algorithms.ts) and the
- * moment, on the database server's clock in ms, from which the row is as good as absent: when its
- * key is as new (its debt repaid, its block over), plus a slack of a quarter window (at most a
- * minute, `expirySlackMs`), so a caller's clock that lags the server's can never see its key
- * forgotten early. Beside the state, in columns of their own so that no charge or refund can touch
+ * The table: one row per key, the algorithm's state as `numeric[]` (see ./algorithms.ts; null in a
+ * row kept only for its block, read by every codec as a key never seen) and the moment, on the
+ * database server's clock in ms, from which the row is as good as absent: when its key is as new
+ * (its debt repaid, its block over), plus a slack of a quarter window (at most a minute,
+ * `expirySlackMs`), so a caller's clock that lags the server's can never see its key forgotten
+ * early. Beside the state, in columns of their own so that no charge or refund can touch
  * them: `blocked_until`, when the key's block ends (on the clock the limiter decides by: the
  * server's, or the caller's readings; null when never blocked), and `era`, which tells a
  * reservation's receipt whether the state it was issued from is still the key's: a row gets a new
@@ -28,10 +29,11 @@ CREATE SCHEMA IF NOT EXISTS ${schema};
 
 CREATE UNLOGGED TABLE IF NOT EXISTS ${schema}.ratekeeper_state (
   key text PRIMARY KEY,
-  state numeric[] NOT NULL,
+  state numeric[],
   expires_at bigint NOT NULL
 );
 ALTER TABLE ${schema}.ratekeeper_state SET (fillfactor = 50);
+ALTER TABLE ${schema}.ratekeeper_state ALTER COLUMN state DROP NOT NULL;
 ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN IF NOT EXISTS blocked_until numeric;
 ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN IF NOT EXISTS era numeric NOT NULL DEFAULT pg_current_xact_id()::text::numeric;
 
@@ -120,7 +122,7 @@ BEGIN
       server_now := floor(extract(epoch FROM clock_timestamp()) * 1000);
       now := coalesce(nows[i], server_now);
       IF NOT existed OR expires <= server_now THEN old := NULL; blocked := NULL; row_era := NULL; END IF;
-      -- A row kept only for its block holds no state: the key's is a fresh one.
+      -- A log whose last grant was given back holds no entry: a fresh state, as a null one is.
       IF cardinality(old) = 0 THEN old := NULL; END IF;
       codec_op := op;
       amount := permits[i];
@@ -155,11 +157,11 @@ BEGIN
       until := ceil((server_now + greatest(step.reset_after, blocked - now) + rule[array_upper(rule, 1)]) / 1000.0) * 1000;
       IF existed THEN
         UPDATE ${schema}.ratekeeper_state
-        SET state = coalesce(step.next_state, old, '{}'), expires_at = greatest(expires, until), blocked_until = blocked, era = row_era
+        SET state = coalesce(step.next_state, old), expires_at = greatest(expires, until), blocked_until = blocked, era = row_era
         WHERE key = k;
         EXIT;
       END IF;
-      INSERT INTO ${schema}.ratekeeper_state (key, state, expires_at, blocked_until, era) VALUES (k, coalesce(step.next_state, '{}'), until, blocked, row_era)
+      INSERT INTO ${schema}.ratekeeper_state (key, state, expires_at, blocked_until, era) VALUES (k, step.next_state, until, blocked, row_era)
       ON CONFLICT (key) DO NOTHING;
       IF FOUND THEN
         inserted := inserted + 1;
