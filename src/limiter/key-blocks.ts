@@ -1,3 +1,6 @@
+/** The longest block: 2^42 ms, about 139 years, so that every block has an end a store can keep. */
+export const MAX_BLOCK_MS = 2 ** 42;
+
 /** Expired blocks examined, at most, each time a block is added, so that forgotten ones do not pile up. */
 const SWEEP_PER_BLOCK = 2;
 

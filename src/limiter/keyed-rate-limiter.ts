@@ -6,14 +6,12 @@ import { typeError } from '../core/errors';
 import { Closable } from '../core/symbols';
 import { checkPermits, checkReading, checkString, describe, finiteNumber, integerIn } from '../core/validate';
 import type { AcquireOptions } from './acquire-options';
-import { KeyBlocks, KeyPins } from './key-blocks';
+import { KeyBlocks, KeyPins, MAX_BLOCK_MS } from './key-blocks';
 import { checkFactory, KeyTable, tableFull } from './key-table';
 import { KeyReservation, type Ledger, type Reservation } from './reservation';
 import { type Scheduler, schedulerFor } from './scheduler';
 import { WaitQueue } from './wait-queue';
 
-/** The longest block: 2^42 ms, about 139 years, so that every block has an end a store can keep. */
-export const MAX_BLOCK_MS = 2 ** 42;
 
 /**
  * Anything that decides synchronously per key: a `KeyedRateLimiter`, or your own.
