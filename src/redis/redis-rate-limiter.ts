@@ -4,17 +4,22 @@ import { ClosedError } from '../core/errors';
 import { rangeError, typeError } from '../core/errors';
 import type { Rule } from '../core/rule';
 import { Closable } from '../core/symbols';
+import { checkCharge } from '../algorithms/accounting';
+import { scaledUnits } from '../algorithms/token-bucket';
 import { checkPermits, checkString, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
-import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
+import { type AsyncRateLimiter, MAX_BLOCK_MS, type RateLimiter } from '../limiter/keyed-rate-limiter';
+import type { AsyncReservation } from '../limiter/reservation';
 import { schedulerFor, systemScheduler } from '../limiter/scheduler';
 import { WaitQueue } from '../limiter/wait-queue';
 import { BatchSender, type Call } from './batch-sender';
 import { clientKeyPrefix, isClientClosed, isClusterClient, toScriptClient } from './client';
 import { Coalescer, InFlight } from './coalescer';
+import { KeyOperations, type RedisReceipt } from './key-operations';
 import type { RedisRateLimiterOptions } from './options';
 import type { RedisAlgorithm } from './scripts';
-import { outagePolicy } from './outage-policy';
+import { outagePolicy, type StoreErrorPolicy } from './outage-policy';
+import { StoreReservation } from './redis-reservation';
 import { RefusalCache } from './refusal-cache';
 import { plans } from './scripts';
 import { claimNamespace } from './namespaces';
@@ -77,6 +82,16 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
    * prefix (ioredis's `keyPrefix`) and the limiter's own key; undefined elsewhere.
    */
   readonly #slotPrefix: string | undefined;
+  readonly #operations: KeyOperations;
+  /** Answers a failed call by the outage policy, after reporting the cause to `onError`. */
+  readonly #fallback: (policy: Policy, error: unknown, key: string, permits: number) => Decision | Promise<Decision>;
+  readonly #policy: Policy;
+  /** The policy for `peek`: a fallback limiter is asked its own `peek`, which spends nothing. */
+  readonly #peekPolicy: Policy;
+  /** Whether `#peekPolicy` asks a fallback limiter's `peek` (which takes 0 permits). */
+  readonly #fallbackPeeks: boolean;
+  /** A bucket whose capacity passes 2^53 scaled units keeps no debt nor receipts, as in memory. */
+  readonly #wideBucket: boolean;
 
   /** @throws TypeError or RangeError naming the option, before anything is sent to Redis. */
   constructor(options: RedisRateLimiterOptions) {
@@ -104,7 +119,17 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     checkStoreOptions(clock, timeoutMs, onError);
     this.#clock = clock;
     this.#timeoutMs = timeoutMs;
-    const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
+    const context = { rule: this.rule, timeoutMs, report: (error: unknown, key: string) => report(onError, error, key) };
+    const policy = outagePolicy(onStoreError, context);
+    this.#policy = policy;
+    const peekPolicy = peeking(onStoreError);
+    this.#fallbackPeeks = peekPolicy !== onStoreError && peekPolicy !== 'deny';
+    this.#peekPolicy = outagePolicy(peekPolicy, context);
+    this.#fallback = (chosen, error, key, permits) => {
+      report(onError, error, key);
+      return chosen(error, key, permits);
+    };
+    this.#wideBucket = algorithm.endsWith('-bucket') && scaledUnits(this.rule).wide;
     this.#refusals = refusalCacheFor(refusalCache);
     if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
     this.#sender = new BatchSender({
@@ -122,6 +147,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     this.#timeouts = new CallTimeouts(timeoutMs, this.#sender.timedOut);
     this.#coalescer = batch ? new Coalescer(this.#sender.send, MAX_BATCH) : undefined;
     this.#slotPrefix = isClusterClient(client) ? clientKeyPrefix(client) : undefined;
+    this.#operations = new KeyOperations({ client: scriptClient, script: plan.script, ruleArgs: plan.ruleArgs(this.rule), limit: this.rule.limit, clock, timeoutMs });
     // A wait ends when the store can no longer answer: with a client closed for good, a degraded
     // refusal would be tried again for ever, its timer keeping the process alive.
     const attempt = (key: string, permits: number) =>
@@ -160,6 +186,174 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
       if (this.#coalescer === undefined) this.#sender.send([call], ALONE);
       else this.#coalescer.add(call, this.#slotPrefix === undefined ? 0 : hashSlot(this.#slotPrefix + redisKey));
     });
+  }
+
+  /**
+   * What `tryAcquire(key, permits)` would answer now (a block included), spending nothing and
+   * creating no key: one script call that only reads. `permits` 0 answers the state now, for a
+   * dashboard: `remaining` is the whole permits available now, `resetAfterMs` the time until the
+   * key is as new, and `allowed` is false only while the key is blocked. While Redis fails, the
+   * outage policy answers as for `tryAcquire` (a fallback limiter is asked its own `peek`).
+   * @throws as `tryAcquire` does (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * const limiter = new RedisRateLimiter({ client: new Redis(), algorithm: 'token-bucket', rule: Rule.perMinute(60), onStoreError: 'deny' });
+   * const { remaining } = await limiter.peek('user-1', 0); // what is left now; nothing spent
+   * ```
+   */
+  peek(key: string, permits = 1): Promise<Decision> {
+    let reply: Promise<unknown>;
+    try {
+      checkString('key', key);
+      if (permits !== 0) checkPermits(permits, this.rule.limit);
+      reply = this.#operations.run(this.#keyPrefix + key, 'peek', this.#operations.reading(), [String(permits)]);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    // 'allow' and 'deny' answer for at least one permit: a refusal of none would wait 0 ms.
+    const asked = this.#fallbackPeeks ? permits : Math.max(permits, 1);
+    return reply.then((reply) => this.#operations.decision(reply)).catch((error: unknown) => this.#fallback(this.#peekPolicy, error, key, asked));
+  }
+
+  /**
+   * Forgets `key`: its counts and any block are gone (the Redis key is deleted), and every later
+   * decision is a never-seen key's. This process's callers waiting on it in `acquire` are tried
+   * again at once. Outstanding reservations of the key give nothing back.
+   * @throws TypeError for a key that is not a string; the client's error or a `RedisTimeoutError`
+   * when Redis fails (as a rejected promise).
+   */
+  reset(key: string): Promise<void> {
+    let reply: Promise<unknown>;
+    try {
+      checkString('key', key);
+      reply = this.#operations.run(this.#keyPrefix + key, 'reset', '', []);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return reply.then((reply) => {
+      this.#operations.done(reply);
+      this.#madeRoom(key);
+    });
+  }
+
+  /**
+   * Counts `permits` that were already used (a failed login, tokens an upstream consumed): never
+   * refused, and `permits` may exceed the limit. What fits is spent exactly as `tryAcquire` would;
+   * beyond that the key goes into debt, at most one full limit deep (the rest is forgiven), and is
+   * refused until the debt is repaid, with exact `retryAfterMs`; the key's expiry covers the debt.
+   * A block neither stops a charge nor is lifted by one. Resolves with the key's state after, as
+   * `peek(key, 0)` would without a block.
+   * @throws TypeError for a key that is not a string; RangeError when `permits` is not a positive
+   * safe integer, or for a token or leaky bucket whose capacity passes 2^53 scaled units (as in
+   * memory); the client's error or a `RedisTimeoutError` when Redis fails (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * const failures = new RedisRateLimiter({ client: new Redis(), algorithm: 'fixed-window', rule: Rule.perMinute(10), onStoreError: 'deny' });
+   * await failures.charge('alice', 14); // 4 in debt until the minute ends
+   * ```
+   */
+  charge(key: string, permits: number): Promise<Decision> {
+    let reply: Promise<unknown>;
+    try {
+      checkString('key', key);
+      checkCharge(permits);
+      // Read before a wide bucket refuses, as in memory, where the reading moves the limiter's time.
+      const reading = this.#operations.reading();
+      this.#narrowOnly('charge');
+      reply = this.#operations.run(this.#keyPrefix + key, 'charge', reading, [String(permits)]);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return reply.then((reply) => this.#operations.decision(reply));
+  }
+
+  /**
+   * Refuses every request of `key` for `durationMs` from now, spending nothing, as
+   * `KeyedRateLimiter.block` does: each refusal's `retryAfterMs` is the longer of the time left and
+   * what the algorithm alone would say; a shorter block never shortens a longer one; only `reset`
+   * lifts it. The block is kept in the key, apart from its counts (no charge or refund touches
+   * it), and the key's expiry covers it. `durationMs` is a whole number of ms from 0 to 2^42
+   * (about 139 years: a block "for ever").
+   * @throws TypeError for a key that is not a string; RangeError for a duration out of range
+   * (Infinity included); the client's error or a `RedisTimeoutError` when Redis fails (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * const logins = new RedisRateLimiter({ client: new Redis(), algorithm: 'sliding-window-log', rule: Rule.perHour(10), onStoreError: 'deny' });
+   * await logins.block('alice', 3_600_000);
+   * (await logins.tryAcquire('alice')).retryAfterMs; // 3600000
+   * ```
+   */
+  block(key: string, durationMs: number): Promise<void> {
+    let reply: Promise<unknown>;
+    try {
+      checkString('key', key);
+      integerIn('durationMs', durationMs, 0, MAX_BLOCK_MS);
+      const reading = this.#operations.reading();
+      if (durationMs === 0) return Promise.resolve();
+      reply = this.#operations.run(this.#keyPrefix + key, 'block', reading, [String(durationMs)]);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return reply.then((reply) => this.#operations.done(reply));
+  }
+
+  /**
+   * Grants (or refuses) `permits` (default 1) now, exactly as `tryAcquire`, for a request whose real
+   * cost is known only later: settle the reservation once with that cost. What was not used is
+   * given back exactly (only what is still counted: never what time already repaid, never in
+   * another window, nothing after a reset or after a charge reached the debt bound), what was over
+   * is charged. The key keeps what the refund needs beside its counts, so a reservation settles
+   * through any limiter process. While Redis fails the outage policy decides, and the reservation
+   * has nothing to settle.
+   * @throws as `tryAcquire` does, and for a bucket whose capacity passes 2^53 scaled units as `charge` does (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * const tokens = new RedisRateLimiter({ client: new Redis(), algorithm: 'token-bucket', rule: Rule.perMinute(10_000), onStoreError: 'deny' });
+   * const reservation = await tokens.reserve('team-1', 2000);
+   * if (reservation.decision.allowed) await reservation.settle(500); // 1500 were not used
+   * ```
+   */
+  reserve(key: string, permits = 1): Promise<AsyncReservation> {
+    let reply: Promise<unknown>;
+    try {
+      checkString('key', key);
+      checkPermits(permits, this.rule.limit);
+      // The stamp a key's receipts carry, drawn here: a key reset and reserved again gets another,
+      // so an old receipt gives nothing back (a chance of 2^-52 that it matches).
+      const stamp = String(1 + Math.floor(Math.random() * 2 ** 52));
+      reply = this.#operations.run(this.#keyPrefix + key, 'reserve', this.#operations.reading(), [String(permits), stamp]);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const degraded = async (error: unknown) => new StoreReservation(await this.#fallback(this.#policy, error, key, permits), undefined);
+    return reply.then((reply) => {
+      // A wide bucket keeps no receipts: refused plainly unless blocked, as in memory.
+      if (reply === 'wide') this.#narrowOnly('reserve');
+      let reserved: ReturnType<KeyOperations['reservation']>;
+      try {
+        reserved = this.#operations.reservation(reply);
+      } catch (error) {
+        return degraded(error);
+      }
+      const { decision, receipt } = reserved;
+      return new StoreReservation(decision, receipt === undefined ? undefined : (actual) => this.#settle(key, permits, receipt, actual));
+    }, degraded);
   }
 
   /**
@@ -206,6 +400,35 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     this.#waiting.close();
   }
 
+  /** Settles a reservation: charges what was over, or gives back what was not used (only what is still counted). */
+  #settle(key: string, reserved: number, receipt: RedisReceipt, actual: number): Promise<Decision> {
+    if (actual > reserved) return this.charge(key, actual - reserved);
+    let reply: Promise<unknown>;
+    try {
+      reply = this.#operations.run(this.#keyPrefix + key, 'refund', this.#operations.reading(), [String(reserved - actual), ...receipt]);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return reply.then((reply) => {
+      const decision = this.#operations.decision(reply);
+      if (actual < reserved) this.#madeRoom(key);
+      return decision;
+    });
+  }
+
+  /** A reset or refund may have made room: a refusal remembered is stale, and waiters may go. */
+  #madeRoom(key: string): void {
+    this.#refusals?.forget(key);
+    this.#waiting.wake(key);
+  }
+
+  /** A bucket past 2^53 scaled units refuses debt and receipts plainly, as `TokenBucket` does in memory. */
+  #narrowOnly(operation: string): void {
+    if (this.#wideBucket) {
+      throw rangeError(`ratekeeper: TokenBucket ${operation} needs limit × windowMs / gcd(limit, windowMs) below 2^53, got ${this.rule.limit} per ${this.rule.windowMs} ms`);
+    }
+  }
+
   /** A summary for logs and `JSON.stringify`: the algorithm, rule, key prefix, name (when given) and timeout; never the client. */
   override toJSON(): { algorithm: RedisAlgorithm; rule: Rule; prefix: string; name?: string; timeoutMs: number } {
     const { rule } = this;
@@ -213,6 +436,19 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
       ? { algorithm: this.#algorithm, rule, prefix: this.#prefix, timeoutMs: this.#timeoutMs }
       : { algorithm: this.#algorithm, rule, prefix: this.#prefix, name: this.#name, timeoutMs: this.#timeoutMs };
   }
+}
+
+type Policy = (error: unknown, key: string, permits: number) => Decision | Promise<Decision>;
+
+/**
+ * The outage policy for `peek`: a fallback limiter's own `peek`, which spends nothing, stands in
+ * for its `tryAcquire`; a fallback without one is answered as `'deny'` would be.
+ */
+function peeking(policy: StoreErrorPolicy): StoreErrorPolicy {
+  if (policy === 'allow' || policy === 'deny') return policy;
+  const peek = (policy as { peek?: unknown } | null)?.peek;
+  if (typeof peek !== 'function') return 'deny';
+  return { tryAcquire: (key: string, permits?: number) => (peek as RateLimiter['tryAcquire']).call(policy, key, permits) } as RateLimiter;
 }
 
 function refusalCacheFor(option: unknown): RefusalCache | undefined {

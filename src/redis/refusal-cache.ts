@@ -36,6 +36,11 @@ export class RefusalCache {
     return reject(limit, refusal.remaining, Math.ceil(refusal.until - now), Math.ceil(refusal.resetAt - now));
   }
 
+  /** Forgets what is known of `key`: a reset or a refund may have made room. */
+  forget(key: string): void {
+    this.#refusals.delete(key);
+  }
+
   /**
    * Records a refusal decided by Redis for a call sent at `sentAt`. Counting from the moment the call
    * left, not from when the answer came back, ends the local refusal no later than Redis would.

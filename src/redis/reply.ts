@@ -27,18 +27,20 @@ export function toDecision(numbers: readonly number[], index: number, limit: num
 /**
  * Reads a script's reply for `count` decisions: one string per decision, `A remaining
  * resetAfterMs`, `R remaining retryAfterMs resetAfterMs` or `E message` (see batchScript). Each
- * entry becomes its decision, or the error of its own key. A reply of any other shape (a wrongly
- * wired adapter, a foreign script) throws, and is a store error for every call of the batch.
+ * entry becomes its decision, or the error of its own key (an entry of no known form, say numbers
+ * a foreign value under the key decoded to, included). A reply of any other shape (a wrongly wired
+ * adapter, a foreign script) throws, and is a store error for every call of the batch.
  */
 export function readReply(reply: unknown, count: number, limit: number): (Decision | Error)[] {
   if (!Array.isArray(reply) || reply.length !== count) throw unexpected(reply);
   const results: (Decision | Error)[] = [];
-  for (const entry of reply) {
-    const result = readEntry(entry, limit);
-    if (result === undefined) throw unexpected(entry);
-    results.push(result);
-  }
+  for (const entry of reply) results.push(readDecision(entry, limit));
   return results;
+}
+
+/** One entry of a reply (see {@link readReply}): its decision, or the error of its key. */
+export function readDecision(entry: unknown, limit: number): Decision | Error {
+  return readEntry(entry, limit) ?? unexpected(entry);
 }
 
 /**
@@ -85,6 +87,7 @@ const SPACE = 32;
 const ZERO = 48;
 const NINE = 57;
 
-function unexpected(reply: unknown): Error {
+/** The error of a reply no script of ours sends. */
+export function unexpected(reply: unknown): Error {
   return coded(new Error(`ratekeeper: unexpected reply from Redis: ${describe(reply)}`), 'ERR_RATEKEEPER_STORE_REPLY');
 }

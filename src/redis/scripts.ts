@@ -1,10 +1,10 @@
 import { scaledUnits } from '../algorithms/token-bucket';
 import type { Rule } from '../core/rule';
 import { batchScript } from './lua/batch';
-import { FIXED_WINDOW } from './lua/fixed-window';
-import { SLIDING_WINDOW_COUNTER } from './lua/sliding-window-counter';
-import { SLIDING_WINDOW_LOG } from './lua/sliding-window-log';
-import { TOKEN_BUCKET } from './lua/token-bucket';
+import { FIXED_WINDOW, FIXED_WINDOW_OPERATIONS } from './lua/fixed-window';
+import { SLIDING_WINDOW_COUNTER, SLIDING_WINDOW_COUNTER_OPERATIONS } from './lua/sliding-window-counter';
+import { SLIDING_WINDOW_LOG, SLIDING_WINDOW_LOG_OPERATIONS } from './lua/sliding-window-log';
+import { TOKEN_BUCKET, TOKEN_BUCKET_OPERATIONS } from './lua/token-bucket';
 import { sha1 } from './sha1';
 
 /**
@@ -36,8 +36,8 @@ export interface ScriptPlan {
  * yet optimized took most of the CPU of importing `ratekeeper/redis` (~12 of ~19 ms, measured), a
  * cost every cold start paid for scripts most applications never run.
  */
-function script(algorithm: string, ruleArgs: number): LuaScript {
-  const source = batchScript(algorithm, ruleArgs);
+function script(algorithm: string, operations: string, ruleArgs: number): LuaScript {
+  const source = batchScript(algorithm, operations, ruleArgs);
   let digest: string | undefined;
   return {
     source,
@@ -48,7 +48,7 @@ function script(algorithm: string, ruleArgs: number): LuaScript {
 }
 
 const tokenBucket: ScriptPlan = {
-  script: script(TOKEN_BUCKET, 3),
+  script: script(TOKEN_BUCKET, TOKEN_BUCKET_OPERATIONS, 3),
   // The in-memory bucket's own scaled units, so both decide alike.
   ruleArgs: (rule) => {
     const { perMs, perToken, limit } = scaledUnits(rule);
@@ -56,15 +56,15 @@ const tokenBucket: ScriptPlan = {
   },
 };
 
-function windowed(source: string): ScriptPlan {
-  return { script: script(source, 2), ruleArgs: ({ limit, windowMs }) => [String(limit), String(windowMs)] };
+function windowed(source: string, operations: string): ScriptPlan {
+  return { script: script(source, operations, 2), ruleArgs: ({ limit, windowMs }) => [String(limit), String(windowMs)] };
 }
 
 /** The plan for each algorithm name. */
 export const plans: Readonly<Record<RedisAlgorithm, ScriptPlan>> = {
   'token-bucket': tokenBucket,
   'leaky-bucket': tokenBucket,
-  'fixed-window': windowed(FIXED_WINDOW),
-  'sliding-window-log': windowed(SLIDING_WINDOW_LOG),
-  'sliding-window-counter': windowed(SLIDING_WINDOW_COUNTER),
+  'fixed-window': windowed(FIXED_WINDOW, FIXED_WINDOW_OPERATIONS),
+  'sliding-window-log': windowed(SLIDING_WINDOW_LOG, SLIDING_WINDOW_LOG_OPERATIONS),
+  'sliding-window-counter': windowed(SLIDING_WINDOW_COUNTER, SLIDING_WINDOW_COUNTER_OPERATIONS),
 };

@@ -4,7 +4,7 @@
 // batching and cluster slots, PostgreSQL's reclaiming of rows, ...) lives beside its own code's tests.
 import { fc, test } from '@fast-check/vitest';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
-import { type Clock, type Decision, KeyedRateLimiter, ManualClock, type RateLimitAlgorithm, Rule, TokenBucket } from '../../src/index';
+import { type AsyncReservation, type Clock, type Decision, KeyedRateLimiter, ManualClock, type RateLimitAlgorithm, type Reservation, Rule, TokenBucket } from '../../src/index';
 import type { RedisAlgorithm, StoreErrorPolicy } from '../../src/redis';
 import { algorithmNames, twins } from '../redis/helpers/algorithms';
 import { uniquePrefix } from '../redis/helpers/clients';
@@ -14,6 +14,17 @@ import type { ServerName } from './servers/servers';
 export interface StoreLimiter {
   tryAcquire(key: string, permits?: number): Promise<Decision>;
 }
+
+/** The key management of API.md "Managing keys and settling costs", over a store. */
+export interface AccountingLimiter extends StoreLimiter {
+  peek(key: string, permits?: number): Promise<Decision>;
+  reset(key: string): Promise<void>;
+  charge(key: string, permits: number): Promise<Decision>;
+  block(key: string, durationMs: number): Promise<void>;
+  reserve(key: string, permits?: number): Promise<AsyncReservation>;
+}
+
+const OPERATIONS = ['peek', 'reset', 'charge', 'block', 'reserve'] as const;
 
 /** The options the suite gives a store's limiter: the same meaning on every store. */
 export interface StoreLimiterOptions {
@@ -47,6 +58,11 @@ export interface StoreUnderTest {
   readonly available: boolean;
   /** How many random traces each differential property replays. @default 50 */
   readonly numRuns?: number;
+  /**
+   * The store's limiter class: the "accounting operations" section runs when it has every method
+   * of {@link AccountingLimiter} (PostgreSQL opts in by itself once its limiter has them).
+   */
+  readonly limiterClass?: { readonly prototype: object };
   open(): Promise<OpenStore>;
 }
 
@@ -127,6 +143,110 @@ async function replay(store: OpenStore, algorithm: RedisAlgorithm, rule: Rule, t
   return { fromMemory, fromStore: await Promise.all(fromStore) };
 }
 
+// Traces mixing every operation of API.md "Managing keys and settling costs" with decisions. Blocks
+// last at least 10 s: a store expires a blocked key on its own clock, and a trace takes far less.
+const operationStep = fc.record({
+  moveMs: step.map(({ moveMs }) => moveMs),
+  key: fc.constantFrom('a', 'b', 'c'),
+  op: fc.constantFrom(
+    'acquire',
+    'acquire',
+    'acquire',
+    'peek',
+    'peek0',
+    'reset',
+    'charge',
+    'charge',
+    'reserve',
+    'reserve',
+    'settle',
+    'settle',
+    'cancel',
+    'block',
+    'again',
+  ),
+  share: fc.double({ min: 0, max: 1, noNaN: true }),
+  pick: fc.nat(),
+  blockMs: fc.oneof(fc.integer({ min: 10_000, max: 400_000 }), fc.constantFrom(10_000, 2 ** 42)),
+  huge: fc.boolean(),
+});
+const operationTraces = fc.record({ startMs, steps: fc.array(operationStep, { minLength: 1, maxLength: 40, size: 'max' }) });
+
+type OperationTrace = { startMs: number; steps: { moveMs: number; key: string; op: string; share: number; pick: number; blockMs: number; huge: boolean }[] };
+
+/** A settled promise as a value, so that the same failure on both sides compares equal. */
+async function outcome(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    const value = await promise;
+    return value === undefined ? 'done' : value;
+  } catch (error) {
+    return { failed: (error as { code?: string }).code ?? String(error) };
+  }
+}
+
+/** A synchronous call's outcome, as {@link outcome} reads a promise's. */
+function outcomeOf(call: () => unknown): Promise<unknown> {
+  try {
+    return outcome(Promise.resolve(call()));
+  } catch (error) {
+    return outcome(Promise.reject(error));
+  }
+}
+
+/**
+ * Walks a trace of mixed operations, each awaited: the in-memory twin is a KeyedRateLimiter on a
+ * ManualClock, and the store's limiter reads the same readings the keyed limiter decides on (a
+ * reading earlier than the latest counts as the latest there). Reservations are settled or
+ * cancelled later in the trace, some twice. Every answer of both sides is returned, in order.
+ */
+async function replayOperations(store: OpenStore, algorithm: RedisAlgorithm, rule: Rule, trace: OperationTrace) {
+  const clock = new ManualClock(trace.startMs);
+  let latest = -Infinity;
+  const readings: Clock = { now: () => (latest = Math.max(latest, clock.now())) };
+  const memory = new KeyedRateLimiter({ algorithm: () => new twins[algorithm](rule), clock });
+  const limiter = store.limiter({ algorithm, rule, onStoreError: 'deny', clock: readings, prefix: uniquePrefix('operations'), timeoutMs: 5_000 }) as AccountingLimiter;
+  const reservations: { memory: Reservation; store: AsyncReservation; permits: number }[] = [];
+  const fromMemory: unknown[] = [];
+  const fromStore: unknown[] = [];
+  const both = async (inMemory: () => unknown, inStore: () => Promise<unknown>) => {
+    fromMemory.push(await outcomeOf(inMemory));
+    fromStore.push(await outcome(inStore()));
+  };
+  for (const { moveMs, key, op, share, pick, blockMs, huge } of trace.steps) {
+    const nowMs = clock.now() + moveMs;
+    clock.set(algorithm === 'fixed-window' ? awayFromWindowEnd(nowMs, rule.windowMs) : nowMs);
+    const permits = 1 + Math.floor(share * (rule.limit - 1));
+    const reservation = reservations.length === 0 ? undefined : reservations[pick % reservations.length]!;
+    if (op === 'acquire') await both(() => memory.tryAcquire(key, permits), () => limiter.tryAcquire(key, permits));
+    else if (op === 'peek') await both(() => memory.peek(key, permits), () => limiter.peek(key, permits));
+    else if (op === 'peek0') await both(() => memory.peek(key, 0), () => limiter.peek(key, 0));
+    else if (op === 'reset') await both(() => memory.reset(key), () => limiter.reset(key));
+    else if (op === 'block') await both(() => memory.block(key, blockMs), () => limiter.block(key, blockMs));
+    else if (op === 'charge') {
+      const charged = huge ? Number.MAX_SAFE_INTEGER : 1 + Math.floor(share * 3 * rule.limit);
+      await both(() => memory.charge(key, charged), () => limiter.charge(key, charged));
+    } else if (op === 'reserve') {
+      const inMemory = await outcomeOf(() => memory.reserve(key, permits));
+      const inStore = await outcome(limiter.reserve(key, permits));
+      // A reservation compares by its decision; a failure (a rule that keeps no receipts) by its code.
+      const decision = (reserved: unknown) => (reserved as Partial<Reservation>).decision ?? reserved;
+      fromMemory.push(decision(inMemory));
+      fromStore.push(decision(inStore));
+      if ('decision' in (inMemory as object) && 'decision' in (inStore as object)) {
+        reservations.push({ memory: inMemory as Reservation, store: inStore as AsyncReservation, permits });
+      }
+    } else if (reservation !== undefined) {
+      // 'settle', 'cancel' and 'again' (a reservation settled or cancelled once more) of one made earlier.
+      const actual = Math.floor(share * 2 * reservation.permits);
+      if (op === 'cancel') await both(() => reservation.memory.cancel(), () => reservation.store.cancel());
+      else await both(() => reservation.memory.settle(actual), () => reservation.store.settle(actual));
+    }
+  }
+  // Afterwards every key decides alike, whatever the trace left in it.
+  for (const key of ['a', 'b', 'c']) await both(() => memory.peek(key, 0), () => limiter.peek(key, 0));
+  return { fromMemory, fromStore };
+}
+
 const TIMEOUT_MS = 150;
 /** How much later than timeoutMs a call may settle: event-loop and scheduling noise on a shared machine. */
 const MARGIN_MS = 350;
@@ -199,6 +319,46 @@ export function storeConformance(store: StoreUnderTest): void {
       expect(await limiter.tryAcquire('k')).toStrictEqual({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0, resetAfterMs: expect.any(Number) });
       expect(await limiter.tryAcquire('k', 2)).toMatchObject({ allowed: true, remaining: 0 });
       expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false });
+    });
+
+    // Opt-in by the limiter's own methods until every store has them (PostgreSQL: branch pgops13).
+    const accounting = OPERATIONS.every((name) => typeof (store.limiterClass?.prototype as Record<string, unknown> | undefined)?.[name] === 'function');
+    describe.runIf(accounting)('accounting operations: peek, reset, charge, reserve and settle, block', () => {
+      for (const algorithm of algorithmNames) {
+        test.prop([rules, operationTraces], { numRuns })(`${algorithm}: traces mixing every operation decide as the in-memory KeyedRateLimiter`, async (rule, trace) => {
+          const { fromMemory, fromStore } = await replayOperations(open, algorithm, rule, trace);
+          expect(fromStore).toStrictEqual(fromMemory);
+        });
+
+        if (algorithm !== 'sliding-window-log') {
+          test.prop([hugeRules, operationTraces], { numRuns })(`${algorithm}: rules past 2^53, traces mixing every operation decide as in memory`, async (rule, trace) => {
+            const { fromMemory, fromStore } = await replayOperations(open, algorithm, rule, trace);
+            expect(fromStore).toStrictEqual(fromMemory);
+          });
+        }
+      }
+
+      test.each(algorithmNames)('%s: login protection over the store (peek, charge, block, reset)', async (algorithm) => {
+        const limiter = open.limiter({ algorithm, rule: new Rule(3, 3_600_000), onStoreError: 'deny', prefix: uniquePrefix('login'), timeoutMs: 5_000 }) as AccountingLimiter;
+        expect(await limiter.peek('alice', 0)).toStrictEqual({ allowed: true, limit: 3, remaining: 3, retryAfterMs: 0, resetAfterMs: 0 });
+        for (let failure = 0; failure < 3; failure++) await limiter.charge('alice', 1);
+        expect(await limiter.peek('alice')).toMatchObject({ allowed: false, remaining: 0 });
+        await limiter.block('alice', 86_400_000);
+        const blocked = await limiter.tryAcquire('alice');
+        expect(blocked).toMatchObject({ allowed: false, remaining: 0 });
+        expect(blocked.retryAfterMs).toBeGreaterThan(86_400_000 - 60_000);
+        await limiter.reset('alice');
+        expect(await limiter.peek('alice', 0)).toStrictEqual({ allowed: true, limit: 3, remaining: 3, retryAfterMs: 0, resetAfterMs: 0 });
+      });
+
+      test.each(algorithmNames)('%s: a reservation cancelled at once gives back everything, and settles once', async (algorithm) => {
+        const limiter = open.limiter({ algorithm, rule: new Rule(10, 1e12), onStoreError: 'deny', prefix: uniquePrefix('cancel'), timeoutMs: 5_000 }) as AccountingLimiter;
+        const reservation = await limiter.reserve('k', 4);
+        expect(reservation.decision).toMatchObject({ allowed: true, remaining: 6 });
+        await reservation.cancel();
+        await expect(reservation.cancel()).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_ALREADY_SETTLED' });
+        expect(await limiter.peek('k', 0)).toMatchObject({ remaining: 10 });
+      });
     });
 
     describe('a store out of reach: the outage policy answers within timeoutMs, marked degraded, and onError hears the cause', () => {

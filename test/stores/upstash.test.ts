@@ -3,6 +3,7 @@ import { ioredisClient, redisPort } from '../redis/helpers/clients';
 import { storeConformance } from './conformance';
 import { openRedisFamily } from './support/redis-family';
 import { startUpstashShim } from './support/upstash-shim';
+import { RedisRateLimiter } from '../../src/redis';
 
 const TOKEN = 'test-token';
 
@@ -10,6 +11,7 @@ storeConformance({
   name: 'Upstash (@upstash/redis over its REST protocol, loopback shim)',
   needs: 'redis-server',
   available: redisPort !== 0,
+  limiterClass: RedisRateLimiter,
   open: async () => {
     const redis = ioredisClient(redisPort);
     const shim = await startUpstashShim(redis, TOKEN);

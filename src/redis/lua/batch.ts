@@ -1,8 +1,13 @@
-import { PRELUDE } from './prelude';
+import { OPERATION_PRELUDE, PRELUDE } from './prelude';
 
 /**
  * The script one algorithm runs: its `decide(key, now, permits, server_now)` applied to every key
- * of the call in order, so a call of one key and a batch of many are the same script. A batch is
+ * of the call in order, so a call of one key and a batch of many are the same script; or, when
+ * ARGV after the rule's numbers names one of its `OPERATIONS` (peek, reserve, charge, refund,
+ * block, and reset, which is the same for all), that operation on the one key of the call, with
+ * the caller's reading ('' for the server's clock) and the operation's arguments after the name.
+ * An operation replies as a decision does (below), or 'OK', or for a reservation an array of the
+ * decision and, when granted, its receipt's numbers. A batch is
  * one script, so Redis runs it atomically and each decision sees the state every earlier one left:
  * exactly what the same calls sent one by one, in that order, would give.
  *
@@ -24,11 +29,26 @@ import { PRELUDE } from './prelude';
  * others decide normally. Numbers go as text written with '%.17g', which both clients read back
  * exactly (their integer decoders round numbers near 2^53).
  */
-export function batchScript(algorithm: string, ruleArgs: number): string {
+export function batchScript(algorithm: string, operations: string, ruleArgs: number): string {
   return `${PRELUDE}${algorithm}
 local count = #KEYS
 local time = redis.call('TIME')
 local server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local operation = ARGV[${ruleArgs} + 1]
+-- An operation's name starts with a letter, the permits of a decision with a digit.
+if operation and string.byte(operation) > 57 then
+  ${OPERATION_PRELUDE}${operations}
+  function OPERATIONS.reset(key)
+    redis.call('DEL', key)
+    return 'OK'
+  end
+  if not OPERATIONS[operation] then return 'E unknown operation ' .. operation end
+  local now = server_now
+  if ARGV[${ruleArgs} + 2] ~= '' then now = tonumber(ARGV[${ruleArgs} + 2]) end
+  local ok, reply = pcall(OPERATIONS[operation], KEYS[1], now, server_now, ARGV[${ruleArgs} + 3], ARGV[${ruleArgs} + 4], ARGV[${ruleArgs} + 5], ARGV[${ruleArgs} + 6])
+  if not ok then return 'E ' .. tostring(type(reply) == 'table' and reply.err or reply) end
+  return reply
+end
 local readings = #ARGV > ${ruleArgs} + count
 local permits_left_out = #ARGV == ${ruleArgs}
 local reply = {}

@@ -20,6 +20,35 @@ local function unpacked(state, format, bytes)
   if #state ~= bytes then error('ratekeeper: the key holds ' .. #state .. ' bytes, not a state of this algorithm') end
   return struct.unpack(format, state)
 end
+
+-- A refusal while blocked (src/limiter/keyed-rate-limiter.ts #blocked): nothing available, and a
+-- retry once both the block and the algorithm allow (its allowance only grows while nothing is granted).
+-- decide's \`mode\`: nil (tryAcquire) and 'reserve' spend and heed a block; 'peek' heeds it and
+-- spends nothing; 'own' (the algorithm alone, as a settle answers) neither; 'charge' spends and
+-- ignores it (no charge is refused, and none lifts a block).
+local function blocked(block, now, retry, reset)
+  local left = math.ceil(block - now)
+  return false, 0, math.max(left, retry), math.max(left, reset)
+end
+
+-- A state kept in a string is \`bytes\` of packed doubles, followed once the key is blocked or
+-- reserved by a tail of two more: when the block ends (-inf for none), and the stamp its
+-- receipts carry (0 for none). The tail is apart from the counters, so no spend, charge or refund
+-- touches it. Reads the tail (block nil without one) or fails for a foreign value.
+local function tail_of(state, bytes)
+  if #state == bytes then return nil, 0 end
+  if #state ~= bytes + 16 then error('ratekeeper: the key holds ' .. #state .. ' bytes, not a state of this algorithm') end
+  local block, stamp = struct.unpack('<dd', state, bytes + 1)
+  -- A stamp is a whole number below 2^52 and a block end no NaN: what decodes otherwise is not ours.
+  if not (stamp >= 0 and stamp <= 4503599627370496 and stamp % 1 == 0 and block == block and block < math.huge) then
+    error('ratekeeper: the key holds a value that is not a state of this algorithm')
+  end
+  return block, stamp
+end
+
+local function foreign()
+  error('ratekeeper: the key holds a value that is not a state of this algorithm')
+end
 `;
 
 /** `floorDiv` from src/core/exact.ts, operation for operation. */
@@ -102,5 +131,57 @@ local function mul_div_ceil(a, b, d)
   local q, r = mul_div_mod(a, b, 0, d)
   if r > 0 then return q + 1 end
   return q
+end
+`;
+
+/**
+ * Helpers only an operation needs (see batchScript): defined only when the call names one, so
+ * that a decision's script run defines nothing more than before.
+ */
+export const OPERATION_PRELUDE = `
+-- One decision as a reply entry (see batchScript).
+local function decision(granted, remaining, retry, reset)
+  if granted then return string.format('A %.17g %.17g', remaining, reset) end
+  return string.format('R %.17g %.17g %.17g', remaining, retry, reset)
+end
+
+-- The expiry an operation gives a key it writes: what the state needs, what its block needs, and
+-- never less than the key had (a key's expiry also covers the receipts of its reservations).
+local function expiry(key, need, block, now)
+  local ttl = need
+  if block ~= nil and block - now > ttl then ttl = math.ceil(block - now) end
+  local kept = redis.call('PTTL', key)
+  if kept > ttl then ttl = kept end
+  return ttl
+end
+
+-- Blocks a string key until now + duration, unless it already is for longer; the counters (\`fresh\`
+-- for a key not yet stored) are kept as they are: a block spends nothing.
+local function block_string(key, now, duration, bytes, fresh)
+  local state = redis.call('GET', key)
+  local block, stamp = -math.huge, 0
+  if state then
+    local stored_block, stored_stamp = tail_of(state, bytes)
+    if stored_block then block, stamp = stored_block, stored_stamp end
+    state = string.sub(state, 1, bytes)
+  else
+    state = fresh
+  end
+  local ends = now + duration
+  if block >= ends then return 'OK' end
+  redis.call('SET', key, state .. struct.pack('<dd', ends, stamp), 'PX', ms(expiry(key, 0, ends, now)))
+  return 'OK'
+end
+
+-- Stamps the receipts of a string key reserved for the first time (or since a charge voided them):
+-- a random number the caller drew, in the tail.
+local function stamp_string(key, bytes, nonce)
+  local stamp = tonumber(nonce)
+  if redis.call('STRLEN', key) == bytes then
+    redis.call('SETRANGE', key, bytes, struct.pack('<dd', -math.huge, stamp))
+  else
+    redis.call('SETRANGE', key, bytes + 8, struct.pack('<d', stamp))
+  end
+  return stamp
 end
 `;

@@ -1,11 +1,17 @@
 /**
- * The sliding window log of src/algorithms/sliding-window-log.ts, as a `decide` for
- * {@link batchScript}. A key is a sorted set with one member per grant, whatever its size, scored
- * by its time (grants at one time share a member: they leave together). A member is the running total of permits through that grant, padded to 16 digits
- * (so that grants of one time sort in the order granted), then ':' and the grant's permits: the
- * permits of any stretch of the log are one subtraction, and a script's work and the set's size are
- * bounded by grants, never by permits. Expired grants are trimmed whenever a request is granted,
- * so the set never holds more than `limit` of them afterwards. ARGV[1..2]: limit, windowMs.
+ * The sliding window log of src/algorithms/sliding-window-log.ts, as a `decide` and the
+ * `OPERATIONS` for {@link batchScript}. A key is a sorted set with one member per grant, whatever
+ * its size, scored by its time (grants at one time share a member: they leave together). A member
+ * is the running total of permits through that grant, padded to 16 digits (so that grants of one
+ * time sort in the order granted), then ':' and the grant's permits: the permits of any stretch of
+ * the log are one subtraction, and a script's work and the set's size are bounded by grants, never
+ * by permits. Expired grants are trimmed whenever a request is granted, so the set never holds more
+ * than `limit` of them afterwards (twice that in debt). ARGV[1..2]: limit, windowMs.
+ *
+ * Once blocked or reserved, the set also holds one member scored -inf, `meta:<block end>:<stamp>`
+ * (-inf for no block, 0 for no stamp), before every grant: ranks and counts by score stay those of
+ * the grants after it, and trimming by score never reaches it. A reservation's receipt is its
+ * grant's time, and a refund takes permits off the member of that time while it is in the window.
  */
 export const SLIDING_WINDOW_LOG = `
 local limit, window_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -22,59 +28,62 @@ local function grant(member)
   return tonumber(total), tonumber(permits)
 end
 
+-- The block end and stamp of the member scored -inf.
+local function meta_of(member)
+  local block, stamp = string.match(member, '^meta:([^:]+):([^:]+)$')
+  if not block then error('ratekeeper: not a sliding-window-log key') end
+  return tonumber(block), tonumber(stamp)
+end
+
 local function total_at(key, rank)
   return (grant(redis.call('ZRANGE', key, rank, rank)[1]))
 end
 
-local function decide(key, now, permits)
+-- The log as seen at now (not earlier than its newest grant): its running total, newest grant and
+-- its permits, the total before the oldest live grant, whether any has expired, the live permits,
+-- and the meta member (nil without one) with its block end and stamp.
+local function scan(key, now)
   local newest, total, newest_size = -math.huge, 0, 0
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[1] then
+  if last[1] and last[2] ~= '-inf' then
     total, newest_size = grant(last[1])
     newest = tonumber(last[2])
   end
   -- A reading earlier than the newest hit counts as no time passing, which keeps the log in order.
   if now < newest then now = newest end
-  local cutoff = exact(now - window_ms)
   -- The running total before the oldest live grant: every permit after it is live. Usually the
   -- oldest grant of all is still live, and one look at it tells.
-  local base, expired = total, false
+  local base, expired, meta, block, stamp = total, false, nil, nil, 0
   local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if oldest[2] == '-inf' then
+    meta = oldest[1]
+    block, stamp = meta_of(meta)
+  end
   if oldest[1] and tonumber(oldest[2]) <= now - window_ms then
     expired = true
-    oldest = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'LIMIT', 0, 1)
+    oldest = redis.call('ZRANGEBYSCORE', key, '(' .. exact(now - window_ms), '+inf', 'LIMIT', 0, 1)
   end
   if oldest[1] then
     local through, size = grant(oldest[1])
     base = through - size
   end
-  local live = total - base
-  if live + permits > limit then
-    -- The request fits once the grant holding the (live + permits - limit)-th live permit has left:
-    -- the first live grant whose running total reaches it, found by rank.
-    local wanted = total - limit + permits
-    local low = redis.call('ZCOUNT', key, '-inf', cutoff)
-    local high = redis.call('ZCARD', key) - 1
-    while low < high do
-      local mid = math.floor((low + high) / 2)
-      if total_at(key, mid) >= wanted then high = mid else low = mid + 1 end
-    end
-    local leaving = tonumber(redis.call('ZRANGE', key, low, low, 'WITHSCORES')[2])
-    -- Still in the window now, so the wait is at least 1 ms even when its time + windowMs rounds down.
-    local retry = math.max(1, math.ceil(leaving + window_ms - now))
-    return false, limit - live, retry, math.max(retry, math.ceil(newest + window_ms - now))
-  end
+  return now, total, newest, newest_size, base, expired, total - base, meta, block, stamp
+end
+
+-- Logs permits at now, trimming what has expired: the one place that writes grants.
+local function log(key, now, permits, total, newest, newest_size, base, expired, live, meta)
+  local cutoff = exact(now - window_ms)
   if live == 0 then
     -- Every grant has left: start the totals over.
-    if total > 0 then redis.call('DEL', key) end
+    if meta then redis.call('ZREMRANGEBYSCORE', key, '(-inf', '+inf') elseif total > 0 then redis.call('DEL', key) end
     total = 0
   else
-    if expired then redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff) end
+    if expired then redis.call('ZREMRANGEBYSCORE', key, '(-inf', cutoff) end
     -- Totals stay below 2^53 so that every sum and difference is exact: counted again from the
-    -- oldest live grant, they are at most the limit.
+    -- oldest live grant, they are at most the limit (twice it in debt).
     if total > 9007199254740991 - permits then
-      local members = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
-      redis.call('DEL', key)
+      local members = redis.call('ZRANGEBYSCORE', key, '(-inf', '+inf', 'WITHSCORES')
+      redis.call('ZREMRANGEBYSCORE', key, '(-inf', '+inf')
       for i = 1, #members, 2 do
         local through, size = grant(members[i])
         redis.call('ZADD', key, members[i + 1], string.format('%016d:%d', through - base, size))
@@ -89,9 +98,147 @@ local function decide(key, now, permits)
   else
     redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + permits, permits))
   end
+end
+
+-- mode: see blocked in the prelude. Beyond the decision, a grant returns its time and the stamp of the key's receipts.
+local function decide(key, now, permits, server_now, mode)
+  local total, newest, newest_size, base, expired, live, meta, block, stamp
+  now, total, newest, newest_size, base, expired, live, meta, block, stamp = scan(key, now)
+  local shut = block and block > now and mode ~= 'own' and mode ~= 'charge'
+  if live + permits > limit then
+    -- The request fits once the grant holding the (live + permits - limit)-th live permit has left:
+    -- the first live grant whose running total reaches it, found by rank.
+    local wanted = total - limit + permits
+    local low = redis.call('ZCOUNT', key, '-inf', exact(now - window_ms))
+    local high = redis.call('ZCARD', key) - 1
+    while low < high do
+      local mid = math.floor((low + high) / 2)
+      if total_at(key, mid) >= wanted then high = mid else low = mid + 1 end
+    end
+    local leaving = tonumber(redis.call('ZRANGE', key, low, low, 'WITHSCORES')[2])
+    -- Still in the window now, so the wait is at least 1 ms even when its time + windowMs rounds down.
+    local retry = math.max(1, math.ceil(leaving + window_ms - now))
+    local reset = math.max(retry, math.ceil(newest + window_ms - now))
+    -- In debt even 0 permits do not fit; for the state now (peek 0), simply none left.
+    if permits == 0 then retry = 0 end
+    if shut then return blocked(block, now, retry, reset) end
+    if permits == 0 then return true, 0, 0, reset end
+    return false, math.max(0, limit - live), retry, reset
+  end
   -- The newest hit, now, leaves at now + windowMs: from then on the key is as new.
   local reset = math.ceil(window_ms)
-  redis.call('PEXPIRE', key, ms(reset))
-  return true, limit - live - permits, 0, reset
+  if permits == 0 then
+    reset = 0
+    if live > 0 then reset = math.max(1, math.ceil(newest + window_ms - now)) end
+  end
+  if shut then return blocked(block, now, 0, reset) end
+  if mode and mode ~= 'reserve' and mode ~= 'charge' then return true, limit - live - permits, 0, reset end
+  log(key, now, permits, total, newest, newest_size, base, expired, live, meta)
+  if block then
+    -- A charge may spend while blocked: the expiry still covers the block.
+    redis.call('PEXPIRE', key, ms(math.max(reset, math.ceil(block - now))))
+  else
+    redis.call('PEXPIRE', key, ms(reset))
+  end
+  return true, limit - live - permits, 0, reset, now, stamp
+end
+`;
+
+/** The operations on one key (see batchScript), defined only when a call names one. */
+export const SLIDING_WINDOW_LOG_OPERATIONS = `
+-- Writes the member scored -inf, in place of the one there was.
+local function set_meta(key, member, block, stamp)
+  if member then redis.call('ZREM', key, member) end
+  redis.call('ZADD', key, '-inf', 'meta:' .. exact(block) .. ':' .. exact(stamp))
+end
+
+local OPERATIONS = {}
+
+function OPERATIONS.peek(key, now, server_now, permits)
+  return decision(decide(key, now, tonumber(permits), server_now, 'peek'))
+end
+
+function OPERATIONS.reserve(key, now, server_now, permits, nonce)
+  local granted, remaining, retry, reset, at, stamp = decide(key, now, tonumber(permits), server_now, 'reserve')
+  if not granted then return { decision(false, remaining, retry, reset) } end
+  if stamp == 0 then
+    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    local block, member = -math.huge, nil
+    if oldest[2] == '-inf' then
+      member = oldest[1]
+      block = meta_of(member)
+    end
+    stamp = tonumber(nonce)
+    set_meta(key, member, block, stamp)
+  end
+  return { decision(true, remaining, 0, reset), string.format('%.17g 0 %.17g', at, stamp) }
+end
+
+-- Never refused: logged as one grant now, up to twice the limit live (and below 2^53); what goes
+-- past is forgiven, which voids the receipts issued before.
+function OPERATIONS.charge(key, now, server_now, permits)
+  permits = tonumber(permits)
+  local total, newest, newest_size, base, expired, live, meta, block, stamp
+  now, total, newest, newest_size, base, expired, live, meta, block, stamp = scan(key, now)
+  local room = math.min(2 * limit, 9007199254740991) - live
+  if permits > room and stamp ~= 0 then set_meta(key, meta, block, 0) end
+  local logged = 0
+  if room > 0 then logged = math.min(permits, room) end
+  if logged > 0 then
+    log(key, now, logged, total, newest, newest_size, base, expired, live, meta)
+    newest = now
+  elseif expired then
+    redis.call('ZREMRANGEBYSCORE', key, '(-inf', exact(now - window_ms))
+  end
+  local reset = math.max(1, math.ceil(newest + window_ms - now))
+  redis.call('PEXPIRE', key, ms(expiry(key, reset, block, now)))
+  return decision(true, math.max(0, limit - live - logged), 0, reset)
+end
+
+-- Takes up to permits off the grant logged at the receipt's time, while it is in the window: that
+-- member and every later one count that many fewer, and a member left with none goes. Answers the
+-- state now, the block aside, as a settle does.
+function OPERATIONS.refund(key, now, server_now, permits, at, _, receipt)
+  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  local stamp = 0
+  if oldest[2] == '-inf' then
+    local _
+    _, stamp = meta_of(oldest[1])
+  end
+  at = tonumber(at)
+  if stamp ~= 0 and stamp == tonumber(receipt) then
+    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    local read_at = now
+    if newest[2] ~= '-inf' and tonumber(newest[2]) > read_at then read_at = tonumber(newest[2]) end
+    local members = redis.call('ZRANGEBYSCORE', key, exact(at), '+inf', 'WITHSCORES')
+    if at + window_ms > read_at and members[1] and tonumber(members[2]) == at then
+      local _, held = grant(members[1])
+      local removed = math.min(tonumber(permits), held)
+      for i = 1, #members, 2 do
+        local through, size = grant(members[i])
+        if i == 1 then size = size - removed end
+        redis.call('ZREM', key, members[i])
+        if size > 0 then redis.call('ZADD', key, members[i + 1], string.format('%016d:%d', through - removed, size)) end
+      end
+    end
+  end
+  return decision(decide(key, now, 0, server_now, 'own'))
+end
+
+function OPERATIONS.block(key, now, server_now, duration)
+  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  local block, stamp, member = -math.huge, 0, nil
+  if oldest[2] == '-inf' then
+    member = oldest[1]
+    block, stamp = meta_of(member)
+  elseif oldest[1] then
+    grant(oldest[1])
+  end
+  local ends = now + tonumber(duration)
+  if block >= ends then return 'OK' end
+  local ttl = expiry(key, 0, ends, now)
+  set_meta(key, member, ends, stamp)
+  redis.call('PEXPIRE', key, ms(ttl))
+  return 'OK'
 end
 `;
