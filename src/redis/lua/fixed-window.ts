@@ -1,10 +1,10 @@
-import { FLOOR_DIV } from './prelude';
+import { FLOOR_DIV, FOREIGN, blockedAnswer, readTail } from './prelude';
 
 /**
  * The fixed window of src/algorithms/fixed-window.ts, as a `decide` and the `OPERATIONS` for
  * {@link batchScript}. A key holds two packed doubles: the index of the window the count belongs
  * to (window i covers [i·windowMs, (i+1)·windowMs)) and the permits counted in it; once blocked or
- * reserved, the tail of two more (see `tail_of`). ARGV[1..2]: limit, windowMs.
+ * reserved, the tail of two more (see `readTail` in prelude.ts). ARGV[1..2]: limit, windowMs.
  *
  * In debt (a charge) the count passes the limit, up to twice it, and refuses every request until
  * the window ends; a reservation's receipt is its window, and a refund takes permits off the count
@@ -13,7 +13,7 @@ import { FLOOR_DIV } from './prelude';
 export const FIXED_WINDOW = `${FLOOR_DIV}
 local limit, window_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
 
--- mode: see blocked in the prelude. Beyond the decision, a grant returns its window and the stamp of the key's receipts.
+-- mode: see blockedAnswer in prelude.ts. Beyond the decision, a grant returns its window and the stamp of the key's receipts.
 local function decide(key, now, permits, server_now, mode)
   local stored, count, block, stamp = -math.huge, 0, nil, 0
   local state = redis.call('GET', key)
@@ -22,10 +22,10 @@ local function decide(key, now, permits, server_now, mode)
       stored, count = struct.unpack('<dd', state)
     else
       stored, count = unpacked(string.sub(state, 1, 16), '<dd', 16)
-      block, stamp = tail_of(state, 16)
+      ${readTail('state', 16)}
     end
     -- What no window holds (NaN, a count below 0 or past the debt bound) is a foreign value.
-    if not (count >= 0 and count <= 2 * limit and stored == stored) then foreign() end
+    if not (count >= 0 and count <= 2 * limit and stored == stored) then ${FOREIGN} end
   end
   -- A reading from an earlier window than the stored count's counts as no time passing.
   local window = floor_div(now, window_ms)
@@ -39,13 +39,13 @@ local function decide(key, now, permits, server_now, mode)
     -- In debt (a charge) even 0 permits do not fit; for the state now (peek 0), simply none left.
     local retry = until_next
     if permits == 0 then retry = 0 end
-    if shut then return blocked(block, at, retry, until_next) end
+    if shut then ${blockedAnswer('at', 'retry', 'until_next')} end
     if permits == 0 then return true, 0, 0, until_next end
     return false, math.max(0, limit - used), until_next, until_next
   end
   local reset = until_next
   if used + permits == 0 then reset = 0 end
-  if shut then return blocked(block, at, 0, reset) end
+  if shut then ${blockedAnswer('at', '0', 'reset')} end
   if mode and mode ~= 'reserve' and mode ~= 'charge' then return true, limit - used - permits, 0, reset end
   if window == stored then
     -- The window's first grant set the expiry to its end: keep it, and overwrite in place.
@@ -68,7 +68,7 @@ local function counted(key)
   if not state then return -math.huge, 0, nil, 0 end
   local stored, count = unpacked(string.sub(state, 1, 16), '<dd', 16)
   local block, stamp = tail_of(state, 16)
-  if not (count >= 0 and count <= 2 * limit and stored == stored) then foreign() end
+  if not (count >= 0 and count <= 2 * limit and stored == stored) then ${FOREIGN} end
   return stored, count, block, stamp
 end
 

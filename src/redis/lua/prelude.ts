@@ -20,36 +20,37 @@ local function unpacked(state, format, bytes)
   if #state ~= bytes then error('ratekeeper: the key holds ' .. #state .. ' bytes, not a state of this algorithm') end
   return struct.unpack(format, state)
 end
-
--- A refusal while blocked (src/limiter/keyed-rate-limiter.ts #blocked): nothing available, and a
--- retry once both the block and the algorithm allow (its allowance only grows while nothing is granted).
--- decide's \`mode\`: nil (tryAcquire) and 'reserve' spend and heed a block; 'peek' heeds it and
--- spends nothing; 'own' (the algorithm alone, as a settle answers) neither; 'charge' spends and
--- ignores it (no charge is refused, and none lifts a block).
-local function blocked(block, now, retry, reset)
-  local left = math.ceil(block - now)
-  return false, 0, math.max(left, retry), math.max(left, reset)
-end
-
--- A state kept in a string is \`bytes\` of packed doubles, followed once the key is blocked or
--- reserved by a tail of two more: when the block ends (-inf for none), and the stamp its
--- receipts carry (0 for none). The tail is apart from the counters, so no spend, charge or refund
--- touches it. Reads the tail (block nil without one) or fails for a foreign value.
-local function tail_of(state, bytes)
-  if #state == bytes then return nil, 0 end
-  if #state ~= bytes + 16 then error('ratekeeper: the key holds ' .. #state .. ' bytes, not a state of this algorithm') end
-  local block, stamp = struct.unpack('<dd', state, bytes + 1)
-  -- A stamp is a whole number below 2^52 and a block end no NaN: what decodes otherwise is not ours.
-  if not (stamp >= 0 and stamp <= 4503599627370496 and stamp % 1 == 0 and block == block and block < math.huge) then
-    error('ratekeeper: the key holds a value that is not a state of this algorithm')
-  end
-  return block, stamp
-end
-
-local function foreign()
-  error('ratekeeper: the key holds a value that is not a state of this algorithm')
-end
 `;
+
+/** The error of a key holding what no state of ours holds: inline, so a decision defines no function for it. */
+export const FOREIGN = "error('ratekeeper: the key holds a value that is not a state of this algorithm')";
+
+/**
+ * Lua reading the tail of a string state into the locals `block` and `stamp`: a state kept in a
+ * string is `bytes` of packed doubles, followed once the key is blocked or reserved by a tail of two
+ * more, when the block ends (-inf for none) and the stamp its receipts carry (0 for none). The tail
+ * is apart from the counts, so no spend, charge or refund touches it. A stamp is a whole number
+ * below 2^52 and a block end no NaN: what decodes otherwise is not ours. Inline (and so in a
+ * decision's branch for keys with a tail only), so a decision defines no function for it.
+ */
+export function readTail(state: string, bytes: number | string): string {
+  return `if #${state} ~= ${bytes} + 16 then error('ratekeeper: the key holds ' .. #${state} .. ' bytes, not a state of this algorithm') end
+    block, stamp = struct.unpack('<dd', ${state}, ${bytes} + 1)
+    if not (stamp >= 0 and stamp <= 4503599627370496 and stamp % 1 == 0 and block == block and block < math.huge) then ${FOREIGN} end`;
+}
+
+/**
+ * Lua returning the refusal of a blocked key (src/limiter/keyed-rate-limiter.ts #blocked), the
+ * local `block` ending after `now`: nothing available, and a retry once both the block and the
+ * algorithm allow (its allowance only grows while nothing is granted).
+ *
+ * A decide's `mode`: nil (tryAcquire) and 'reserve' spend and heed a block; 'peek' heeds it and
+ * spends nothing; 'own' (the algorithm alone, as a settle answers) neither; 'charge' spends and
+ * ignores it (no charge is refused, and none lifts a block).
+ */
+export function blockedAnswer(now: string, retry: string, reset: string): string {
+  return `return false, 0, math.max(math.ceil(block - (${now})), ${retry}), math.max(math.ceil(block - (${now})), ${reset})`;
+}
 
 /** `floorDiv` from src/core/exact.ts, operation for operation. */
 export const FLOOR_DIV = `
@@ -139,10 +140,17 @@ end
  * that a decision's script run defines nothing more than before.
  */
 export const OPERATION_PRELUDE = `
+-- The tail of a string state (see readTail): block end (nil without a tail) and stamp.
+local function tail_of(state, bytes)
+  if #state == bytes then return nil, 0 end
+  local block, stamp
+  ${readTail('state', 'bytes')}
+  return block, stamp
+end
 -- One decision as a reply entry (see batchScript).
 local function decision(granted, remaining, retry, reset)
-  if granted then return string.format('A %.17g %.17g', remaining, reset) end
-  return string.format('R %.17g %.17g %.17g', remaining, retry, reset)
+  if granted then return string.format('A %d %d', remaining, reset) end
+  return string.format('R %d %d %d', remaining, retry, reset)
 end
 
 -- The expiry an operation gives a key it writes: what the state needs, what its block needs, and

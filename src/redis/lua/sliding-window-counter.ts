@@ -1,11 +1,29 @@
-import { CEIL_DIV, FLOOR_DIV, MUL_DIV } from './prelude';
+import { CEIL_DIV, FLOOR_DIV, FOREIGN, MUL_DIV, blockedAnswer, readTail } from './prelude';
+
+/**
+ * Lua setting the locals `window`, `elapsed`, `previous` and `current`: the counts as seen at `now`
+ * from the stored ones. Inline, so a decision defines no function for it.
+ */
+const ROLLED = `local window = floor_div(now, w)
+  local elapsed = now - window * w
+  -- A reading earlier than the latest grant counts as no time passing (a fresh state has none).
+  if window <= stored and (stored_previous ~= 0 or stored_current ~= 0) then
+    window = stored
+    elapsed = math.max(now - window * w, stored_offset)
+  end
+  local previous, current = 0, 0
+  if window == stored then
+    previous, current = stored_previous, stored_current
+  elseif window == stored + 1 then
+    previous = stored_current
+  end`;
 
 /**
  * The sliding window counter of src/algorithms/sliding-window-counter.ts, including its exact
  * retry time that may roll over one or two windows, as a `decide` and the `OPERATIONS` for
  * {@link batchScript}. A key holds four packed doubles: the window's index, its previous and
  * current counts, and how far into the window the latest grant was; once blocked or reserved, the
- * tail of two more (see `tail_of`). ARGV[1..2]: limit, windowMs.
+ * tail of two more (see `readTail` in prelude.ts). ARGV[1..2]: limit, windowMs.
  *
  * In debt (a charge) the current count passes the limit, up to twice it, and weighs on the next
  * window as the previous count; a reservation's receipt is its window, and a refund takes permits
@@ -36,25 +54,7 @@ local function reset_after(previous, current, elapsed)
   return 0
 end
 
--- The counts as seen at now: the window, how far into it, and its previous and current counts.
-local function rolled(now, stored, stored_previous, stored_current, stored_offset)
-  local window = floor_div(now, w)
-  local elapsed = now - window * w
-  -- A reading earlier than the latest grant counts as no time passing (a fresh state has none).
-  if window <= stored and (stored_previous ~= 0 or stored_current ~= 0) then
-    window = stored
-    elapsed = math.max(now - window * w, stored_offset)
-  end
-  local previous, current = 0, 0
-  if window == stored then
-    previous, current = stored_previous, stored_current
-  elseif window == stored + 1 then
-    previous = stored_current
-  end
-  return window, elapsed, previous, current
-end
-
--- mode: see blocked in the prelude. Beyond the decision, a grant returns its window and the stamp of the key's receipts.
+-- mode: see blockedAnswer in prelude.ts. Beyond the decision, a grant returns its window and the stamp of the key's receipts.
 local function decide(key, now, permits, server_now, mode)
   local stored, stored_previous, stored_current, stored_offset, block, stamp = -math.huge, 0, 0, 0, nil, 0
   local state = redis.call('GET', key)
@@ -63,12 +63,12 @@ local function decide(key, now, permits, server_now, mode)
       stored, stored_previous, stored_current, stored_offset = struct.unpack('<dddd', state)
     else
       stored, stored_previous, stored_current, stored_offset = unpacked(string.sub(state, 1, 32), '<dddd', 32)
-      block, stamp = tail_of(state, 32)
+      ${readTail('state', 32)}
     end
     -- What no counter holds (NaN, counts below 0 or past the debt bound) is a foreign value.
-    if not (stored_previous >= 0 and stored_previous <= 2 * limit and stored_current >= 0 and stored_current <= 2 * limit and stored_offset >= 0 and stored_offset < w) then foreign() end
+    if not (stored_previous >= 0 and stored_previous <= 2 * limit and stored_current >= 0 and stored_current <= 2 * limit and stored_offset >= 0 and stored_offset < w) then ${FOREIGN} end
   end
-  local window, elapsed, previous, current = rolled(now, stored, stored_previous, stored_current, stored_offset)
+  ${ROLLED}
   local shut = block and block > window * w + elapsed and mode ~= 'own' and mode ~= 'charge'
   -- Whole permits left: the limit less the count and the previous window's weight, rounded up.
   local available = limit - current - mul_div_ceil(previous, w - elapsed, w)
@@ -77,12 +77,12 @@ local function decide(key, now, permits, server_now, mode)
     -- In debt even 0 permits do not fit; for the state now (peek 0), simply none left.
     local retry = 0
     if permits > 0 then retry = retry_after(permits, previous, current, elapsed) end
-    if shut then return blocked(block, window * w + elapsed, retry, reset) end
+    if shut then ${blockedAnswer('window * w + elapsed', 'retry', 'reset')} end
     if permits == 0 then return true, 0, 0, reset end
     return false, math.max(0, available), retry, reset
   end
   local reset = reset_after(previous, current + permits, elapsed)
-  if shut then return blocked(block, window * w + elapsed, 0, reset) end
+  if shut then ${blockedAnswer('window * w + elapsed', '0', 'reset')} end
   if mode and mode ~= 'reserve' and mode ~= 'charge' then return true, available - permits, 0, reset end
   if window == stored then
     -- The window's first grant set the expiry to the end of the next window: keep it, overwrite in place.
@@ -106,7 +106,7 @@ local function counted(key)
   if not state then return -math.huge, 0, 0, 0, nil, 0 end
   local stored, previous, current, offset = unpacked(string.sub(state, 1, 32), '<dddd', 32)
   local block, stamp = tail_of(state, 32)
-  if not (previous >= 0 and previous <= 2 * limit and current >= 0 and current <= 2 * limit and offset >= 0 and offset < w) then foreign() end
+  if not (previous >= 0 and previous <= 2 * limit and current >= 0 and current <= 2 * limit and offset >= 0 and offset < w) then ${FOREIGN} end
   return stored, previous, current, offset, block, stamp
 end
 
@@ -131,7 +131,7 @@ function OPERATIONS.charge(key, now, server_now, permits)
     if granted then return decision(true, remaining, 0, reset) end
   end
   local stored, stored_previous, stored_current, stored_offset, block, stamp = counted(key)
-  local window, elapsed, previous, current = rolled(now, stored, stored_previous, stored_current, stored_offset)
+  ${ROLLED}
   local wanted = current + permits
   local bound = 2 * limit
   if wanted > bound then

@@ -1,3 +1,5 @@
+import { blockedAnswer } from './prelude';
+
 /**
  * The sliding window log of src/algorithms/sliding-window-log.ts, as a `decide` and the
  * `OPERATIONS` for {@link batchScript}. A key is a sorted set with one member per grant, whatever
@@ -100,7 +102,7 @@ local function log(key, now, permits, total, newest, newest_size, base, expired,
   end
 end
 
--- mode: see blocked in the prelude. Beyond the decision, a grant returns its time and the stamp of the key's receipts.
+-- mode: see blockedAnswer in prelude.ts. Beyond the decision, a grant returns its time and the stamp of the key's receipts.
 local function decide(key, now, permits, server_now, mode)
   local total, newest, newest_size, base, expired, live, meta, block, stamp
   now, total, newest, newest_size, base, expired, live, meta, block, stamp = scan(key, now)
@@ -121,7 +123,7 @@ local function decide(key, now, permits, server_now, mode)
     local reset = math.max(retry, math.ceil(newest + window_ms - now))
     -- In debt even 0 permits do not fit; for the state now (peek 0), simply none left.
     if permits == 0 then retry = 0 end
-    if shut then return blocked(block, now, retry, reset) end
+    if shut then ${blockedAnswer('now', 'retry', 'reset')} end
     if permits == 0 then return true, 0, 0, reset end
     return false, math.max(0, limit - live), retry, reset
   end
@@ -131,7 +133,7 @@ local function decide(key, now, permits, server_now, mode)
     reset = 0
     if live > 0 then reset = math.max(1, math.ceil(newest + window_ms - now)) end
   end
-  if shut then return blocked(block, now, 0, reset) end
+  if shut then ${blockedAnswer('now', '0', 'reset')} end
   if mode and mode ~= 'reserve' and mode ~= 'charge' then return true, limit - live - permits, 0, reset end
   log(key, now, permits, total, newest, newest_size, base, expired, live, meta)
   if block then

@@ -1,11 +1,11 @@
-import { CEIL_DIV, FLOOR_DIV, MUL_DIV } from './prelude';
+import { CEIL_DIV, FLOOR_DIV, FOREIGN, MUL_DIV, blockedAnswer, readTail } from './prelude';
 
 /**
  * The token bucket (and the leaky bucket, which decides identically) of
  * src/algorithms/token-bucket.ts, as a `decide` and the `OPERATIONS` for {@link batchScript}. A
  * key holds three packed doubles: the scaled tokens left, the time they were counted at, and the
  * server time (less 1 ms) its expiry was last set to; once blocked or reserved, the tail of two
- * more (see `tail_of`). ARGV[1..3]: units added per ms, units per token, the limit.
+ * more (see `readTail` in prelude.ts). ARGV[1..3]: units added per ms, units per token, the limit.
  *
  * A rule whose capacity (`limit × units per token`) passes 2^53 is decided by `decide_wide`, as the
  * in-memory bucket's wide plan is: its key holds four doubles, whole tokens left, the units toward
@@ -51,20 +51,22 @@ local function decide_wide(key, now, permits, server_now, mode)
   local state = redis.call('GET', key)
   if state then
     tokens, partial, last, expires = unpacked(string.sub(state, 1, 32), '<dddd', 32)
-    block, stamp = tail_of(state, 32)
-    if not (tokens <= limit and tokens >= 0 and partial >= 0 and partial < per_token and last == last) then foreign() end
+    if #state ~= 32 then
+      ${readTail('state', 32)}
+    end
+    if not (tokens <= limit and tokens >= 0 and partial >= 0 and partial < per_token and last == last) then ${FOREIGN} end
   end
   if now < last then now = last end
   local shut = block and block > now and mode ~= 'own' and mode ~= 'charge'
   tokens, partial = refill_wide(tokens, partial, now - last)
   if tokens < permits then
     local retry, reset = until_tokens(permits, tokens, partial), until_tokens(limit, tokens, partial)
-    if shut then return blocked(block, now, retry, reset) end
+    if shut then ${blockedAnswer('now', 'retry', 'reset')} end
     return false, tokens, retry, reset
   end
   local left = tokens - permits
   local reset = until_tokens(limit, left, partial)
-  if shut then return blocked(block, now, 0, reset) end
+  if shut then ${blockedAnswer('now', '0', 'reset')} end
   if mode and mode ~= 'reserve' and mode ~= 'charge' then return true, left, 0, reset end
   if server_now + reset + slack / 2 <= expires then
     redis.call('SETRANGE', key, 0, struct.pack('<ddd', left, partial, now))
@@ -77,7 +79,7 @@ local function decide_wide(key, now, permits, server_now, mode)
   return true, left, 0, reset
 end
 
--- mode: see blocked in the prelude. Beyond the decision, a grant returns what a receipt needs: the time, the
+-- mode: see blockedAnswer in prelude.ts. Beyond the decision, a grant returns what a receipt needs: the time, the
 -- deficit right after the grant, and the stamp of the key's receipts.
 local function decide(key, now, permits, server_now, mode)
   if wide then return decide_wide(key, now, permits, server_now, mode) end
@@ -89,10 +91,10 @@ local function decide(key, now, permits, server_now, mode)
       units, last, expires = struct.unpack('<ddd', state)
     else
       units, last, expires = unpacked(string.sub(state, 1, 24), '<ddd', 24)
-      block, stamp = tail_of(state, 24)
+      ${readTail('state', 24)}
     end
     -- What no bucket holds (NaN, more than full, deeper than the debt bound) is a foreign value.
-    if not (units <= capacity and units >= -capacity and last == last) then foreign() end
+    if not (units <= capacity and units >= -capacity and last == last) then ${FOREIGN} end
   end
   -- A reading earlier than the last one counts as no time passing.
   if now < last then now = last end
@@ -105,13 +107,13 @@ local function decide(key, now, permits, server_now, mode)
     local reset = ceil_div(capacity - units, per_ms)
     local retry = 0
     if permits > 0 then retry = ceil_div(cost - units, per_ms) end
-    if shut then return blocked(block, now, retry, reset) end
+    if shut then ${blockedAnswer('now', 'retry', 'reset')} end
     if permits == 0 then return true, 0, 0, reset end
     return false, math.max(0, floor_div(units, per_token)), retry, reset
   end
   local left = units - cost
   local reset = ceil_div(capacity - left, per_ms)
-  if shut then return blocked(block, now, 0, reset) end
+  if shut then ${blockedAnswer('now', '0', 'reset')} end
   if mode and mode ~= 'reserve' and mode ~= 'charge' then return true, floor_div(left, per_token), 0, reset end
   if server_now + reset + slack / 2 <= expires then
     redis.call('SETRANGE', key, 0, struct.pack('<dd', left, now))
@@ -135,7 +137,7 @@ local function bucket(key)
   if not state then return capacity, -math.huge, nil, 0 end
   local units, last = unpacked(string.sub(state, 1, 24), '<ddd', 24)
   local block, stamp = tail_of(state, 24)
-  if not (units <= capacity and units >= -capacity and last == last) then foreign() end
+  if not (units <= capacity and units >= -capacity and last == last) then ${FOREIGN} end
   return units, last, block, stamp
 end
 
