@@ -4,6 +4,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { rangeError, typeError } from '../../src/core/errors';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter } from '../../src/index';
 import type { ForwardedHeader } from '../../src/http';
+import { RedisRateLimiter } from '../../src/redis';
+import { redisPort, uniquePrefix, useIoredis } from '../redis/helpers/clients';
 import { ADAPTERS, CORS_HEADERS, getWithLines, limitFields, start, type Running, type Setup } from './support/servers';
 
 // Every adapter, behind its real framework on loopback, must answer the same requests the same way.
@@ -271,6 +273,58 @@ describe.each(ADAPTERS)('%s', (adapter) => {
         },
       );
     }
+
+    // The same over Redis: RedisRateLimiter.reserve resolves with a reservation whose settle and
+    // cancel are Promises, each one script call on the key.
+    describe.skipIf(!redisPort)('with a RedisRateLimiter', () => {
+      const redis = useIoredis();
+      const overRedis = () =>
+        new RedisRateLimiter({ client: redis, algorithm: 'token-bucket', rule: new Rule(3, 60_000), onStoreError: 'deny', clock: new ManualClock(0), prefix: uniquePrefix('http') });
+      const remainingIn = async (limiter: RedisRateLimiter, remaining: number) => {
+        for (let i = 0; i < 200 && (await limiter.peek('k', 0)).remaining !== remaining; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+        expect((await limiter.peek('k', 0)).remaining).toBe(remaining);
+      };
+
+      it('skipFailedRequests gives a failed request its permits back', async () => {
+        const limiter = overRedis();
+        const get = await serve({ limiter, ...policy, key, skipFailedRequests: true });
+        for (let i = 0; i < 5; i++) {
+          expect((await get('/fail')).status).toBe(401);
+          await remainingIn(limiter, 3);
+        }
+        for (let i = 0; i < 3; i++) expect((await get()).status).toBe(200);
+        expect((await get()).status).toBe(429);
+      });
+
+      it('skipSuccessfulRequests counts only failures, and the handler reads the decision', async () => {
+        const limiter = overRedis();
+        const get = await serve({ limiter, ...policy, key, skipSuccessfulRequests: true });
+        expect(await (await get('/decision')).json()).toEqual({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0, resetAfterMs: 20_000 });
+        for (let i = 0; i < 5; i++) {
+          expect((await get()).status).toBe(200);
+          await remainingIn(limiter, 3);
+        }
+        for (let i = 0; i < 3; i++) expect((await get('/fail')).status).toBe(401);
+        await remainingIn(limiter, 0);
+        expect((await get('/fail')).status).toBe(429);
+      });
+
+      it('settle charges the real cost and gives back what was not used', async () => {
+        const limiter = overRedis();
+        const get = await serve({ limiter, ...policy, key, settle: (_status, header) => Number(header('x-used')) });
+        await get('/', { 'x-used': '0' });
+        await remainingIn(limiter, 3);
+        await get('/', { 'x-used': '2' });
+        await remainingIn(limiter, 1);
+        await get('/', { 'x-used': '5' }); // 4 more than the 1 left: in debt
+        await remainingIn(limiter, 0);
+        const refused = await get();
+        expect(refused.status).toBe(429);
+        expect(refused.headers.get('retry-after')).toBe('80'); // 4 permits short, one each 20 s
+        await limiter.reset('k');
+        expect((await get()).status).toBe(200);
+      });
+    });
 
     it('refuses a limiter without reserve, at once', async () => {
       const limiter: AsyncRateLimiter = { tryAcquire: async () => threePerMinute().tryAcquire('k') };
