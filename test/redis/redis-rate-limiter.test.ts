@@ -106,6 +106,16 @@ describe.skipIf(!redisPort)('RedisRateLimiter', () => {
         ]);
         expect(await limiter.tryAcquire('a')).toMatchObject({ allowed: false, remaining: 0 });
         expect((await limiter.tryAcquire('a')).degraded).toBeUndefined();
+        // And every key operation.
+        expect(await limiter.peek('b', 0)).toMatchObject({ remaining: 2 });
+        const reservation = await limiter.reserve('b', 2);
+        expect(reservation.decision).toMatchObject({ allowed: true, remaining: 0 });
+        expect(await reservation.settle(1)).toMatchObject({ remaining: 1 });
+        expect(await limiter.charge('b', 4)).toMatchObject({ remaining: 0 });
+        await limiter.block('b', 60_000);
+        expect(await limiter.tryAcquire('b')).toMatchObject({ allowed: false, retryAfterMs: expect.any(Number) });
+        await limiter.reset('b');
+        expect(await limiter.peek('b', 0)).toMatchObject({ remaining: 3 });
       }
     } finally {
       client.disconnect();
