@@ -3,7 +3,7 @@ import type { Decision } from '../core/decision';
 import { rangeError } from '../core/errors';
 import { describe } from '../core/validate';
 import { type RedisScriptClient, runScript } from './client';
-import { readDecision, unexpected } from './reply';
+import { readDecision, unexpectedReply } from './reply';
 import type { LuaScript } from './scripts';
 import { RedisTimeoutError } from './timeout';
 
@@ -89,18 +89,18 @@ export class KeyOperations {
 
   /** A reservation's reply: its decision and, when granted, its receipt; or (thrown) the error of its key. */
   reservation(reply: unknown): { decision: Decision; receipt: RedisReceipt | undefined } {
-    if (!Array.isArray(reply)) throw typeof reply === 'string' && reply.startsWith('E ') ? this.#keyError(reply) : unexpected(reply);
+    if (!Array.isArray(reply)) throw typeof reply === 'string' && reply.startsWith('E ') ? this.#keyError(reply) : unexpectedReply(reply);
     const decision = this.decision(reply[0]);
     if (!decision.allowed) return { decision, receipt: undefined };
     const receipt = typeof reply[1] === 'string' ? reply[1].split(' ') : [];
-    if (receipt.length !== 3 || !receipt.every((n) => Number.isFinite(Number(n)))) throw unexpected(reply);
+    if (receipt.length !== 3 || !receipt.every((n) => Number.isFinite(Number(n)))) throw unexpectedReply(reply);
     return { decision, receipt };
   }
 
   /** Checks the reply of an operation that answers nothing ('OK'). */
   done(reply: unknown): void {
     if (reply === 'OK') return;
-    throw typeof reply === 'string' && reply.startsWith('E ') ? this.#keyError(reply) : unexpected(reply);
+    throw typeof reply === 'string' && reply.startsWith('E ') ? this.#keyError(reply) : unexpectedReply(reply);
   }
 
   #keyError(reply: string): Error {

@@ -9,7 +9,7 @@ import { scaledUnits } from '../algorithms/token-bucket';
 import { checkPermits, checkString, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
 import { type AsyncRateLimiter, MAX_BLOCK_MS, type RateLimiter } from '../limiter/keyed-rate-limiter';
-import type { AsyncReservation } from '../limiter/reservation';
+import { AsyncKeyReservation, type AsyncReservation } from '../limiter/reservation';
 import { schedulerFor, systemScheduler } from '../limiter/scheduler';
 import { WaitQueue } from '../limiter/wait-queue';
 import { BatchSender, type Call } from './batch-sender';
@@ -19,7 +19,6 @@ import { KeyOperations, type RedisReceipt } from './key-operations';
 import type { RedisRateLimiterOptions } from './options';
 import type { RedisAlgorithm } from './scripts';
 import { outagePolicy, type StoreErrorPolicy } from './outage-policy';
-import { StoreReservation } from './redis-reservation';
 import { RefusalCache } from './refusal-cache';
 import { plans } from './scripts';
 import { claimNamespace } from './namespaces';
@@ -341,7 +340,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     } catch (error) {
       return Promise.reject(error);
     }
-    const degraded = async (error: unknown) => new StoreReservation(await this.#fallback(this.#policy, error, key, permits), undefined);
+    const degraded = async (error: unknown) => new AsyncKeyReservation(await this.#fallback(this.#policy, error, key, permits), undefined);
     return reply.then((reply) => {
       // A wide bucket keeps no receipts: refused plainly unless blocked, as in memory.
       if (reply === 'wide') this.#narrowOnly('reserve');
@@ -352,7 +351,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
         return degraded(error);
       }
       const { decision, receipt } = reserved;
-      return new StoreReservation(decision, receipt === undefined ? undefined : (actual) => this.#settle(key, permits, receipt, actual));
+      return new AsyncKeyReservation(decision, receipt === undefined ? undefined : (actual) => this.#settle(key, permits, receipt, actual));
     }, degraded);
   }
 

@@ -38,11 +38,6 @@ export function readReply(reply: unknown, count: number, limit: number): (Decisi
   return results;
 }
 
-/** One entry of a reply (see {@link readReply}): its decision, or the error of its key. */
-export function readDecision(entry: unknown, limit: number): Decision | Error {
-  return readEntry(entry, limit) ?? unexpected(entry);
-}
-
 /**
  * Reads one entry in place, character by character: this runs once per decision, and splitting it
  * into fields cost more than the rest of the reply's handling. A number is what '%.17g' writes for
@@ -87,7 +82,16 @@ const SPACE = 32;
 const ZERO = 48;
 const NINE = 57;
 
-/** The error of a reply no script of ours sends. */
-export function unexpected(reply: unknown): Error {
+function unexpected(reply: unknown): Error {
   return coded(new Error(`ratekeeper: unexpected reply from Redis: ${describe(reply)}`), 'ERR_RATEKEEPER_STORE_REPLY');
+}
+
+/** One entry of a reply (see {@link readReply}): its decision, or the error of its key. */
+export function readDecision(entry: unknown, limit: number): Decision | Error {
+  return readEntry(entry, limit) ?? unexpected(entry);
+}
+
+/** The error of a reply no script of ours sends (an operation's, see key-operations.ts). */
+export function unexpectedReply(reply: unknown): Error {
+  return unexpected(reply);
 }

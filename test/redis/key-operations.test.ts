@@ -1,4 +1,4 @@
-// src/redis/key-operations.ts, src/redis/redis-reservation.ts and the scripts' OPERATIONS: the laws of
+// src/redis/key-operations.ts, AsyncKeyReservation (src/limiter/reservation.ts) and the scripts' OPERATIONS: the laws of
 // API.md "Managing keys and settling costs" over a real Redis, on both clients, checked on the keys
 // themselves (EXISTS, PTTL) and against twins (a second key driven the same way without the
 // operation). That every operation decides as the in-memory twin is the store conformance suite's
