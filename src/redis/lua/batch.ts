@@ -40,7 +40,29 @@ local server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 100
 local operation = ARGV[${ruleArgs} + 1]
 -- An operation's name starts with a letter, the permits of a decision with a digit.
 if operation and string.byte(operation) > 57 then
-  ${OPERATION_PRELUDE}${operations}
+  local OPERATIONS = {}
+  ${OPERATION_PRELUDE}
+  -- A charge the limit has room for is spent exactly as tryAcquire's grant would be (a block aside):
+  -- its decision, or nil when it goes into debt.
+  local function charged_as_granted(key, now, permits, server_now)
+    if permits > limit then return nil end
+    local granted, remaining, _, reset = decide(key, now, permits, server_now, 'charge')
+    if granted then return decision(true, remaining, 0, reset) end
+  end
+  ${operations}
+  function OPERATIONS.peek(key, now, server_now, permits)
+    return decision(decide(key, now, tonumber(permits), server_now, 'peek'))
+  end
+  -- A grant returns the two numbers its receipt needs and the stamp of the key's receipts; a key not
+  -- yet stamped (or voided since) gets the caller's. A grant without them is a wide bucket's, which
+  -- keeps no receipts (see decide_wide).
+  function OPERATIONS.reserve(key, now, server_now, permits, nonce)
+    local granted, remaining, retry, reset, a, b, stamp = decide(key, now, tonumber(permits), server_now, 'reserve')
+    if not granted then return { decision(false, remaining, retry, reset) } end
+    if a == nil then return 'wide' end
+    if stamp == 0 then stamp = stamped(key, tonumber(nonce)) end
+    return { decision(true, remaining, 0, reset), string.format('%.17g %.17g %.17g', a, b, stamp) }
+  end
   function OPERATIONS.reset(key)
     redis.call('DEL', key)
     return 'OK'

@@ -56,7 +56,7 @@ local function decide(key, now, permits, server_now, mode)
   else
     redis.call('SET', key, struct.pack('<dd', window, used + permits), 'PX', ms(until_next))
   end
-  return true, limit - used - permits, 0, until_next, window, stamp
+  return true, limit - used - permits, 0, until_next, window, 0, stamp
 end
 `;
 
@@ -72,27 +72,17 @@ local function counted(key)
   return stored, count, block, stamp
 end
 
-local OPERATIONS = {}
 
-function OPERATIONS.peek(key, now, server_now, permits)
-  return decision(decide(key, now, tonumber(permits), server_now, 'peek'))
-end
-
-function OPERATIONS.reserve(key, now, server_now, permits, nonce)
-  local granted, remaining, retry, reset, window, stamp = decide(key, now, tonumber(permits), server_now, 'reserve')
-  if not granted then return { decision(false, remaining, retry, reset) } end
-  if stamp == 0 then stamp = stamp_string(key, 16, nonce) end
-  return { decision(true, remaining, 0, reset), string.format('%.17g 0 %.17g', window, stamp) }
+local function stamped(key, stamp)
+  return stamp_string(key, 16, stamp)
 end
 
 -- Never refused. Past the limit the amount refuses nothing more, so what passes twice the limit is
 -- dropped without voiding a receipt: the reservations still counted are at most the limit.
 function OPERATIONS.charge(key, now, server_now, permits)
   permits = tonumber(permits)
-  if permits <= limit then
-    local granted, remaining, _, reset = decide(key, now, permits, server_now, 'charge')
-    if granted then return decision(true, remaining, 0, reset) end
-  end
+  local fits = charged_as_granted(key, now, permits, server_now)
+  if fits then return fits end
   local stored, count, block, stamp = counted(key)
   local window = floor_div(now, window_ms)
   if window < stored and count > 0 then window = stored end

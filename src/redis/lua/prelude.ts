@@ -183,8 +183,7 @@ end
 
 -- Stamps the receipts of a string key reserved for the first time (or since a charge voided them):
 -- a random number the caller drew, in the tail.
-local function stamp_string(key, bytes, nonce)
-  local stamp = tonumber(nonce)
+local function stamp_string(key, bytes, stamp)
   if redis.call('STRLEN', key) == bytes then
     redis.call('SETRANGE', key, bytes, struct.pack('<dd', -math.huge, stamp))
   else

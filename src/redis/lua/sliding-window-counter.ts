@@ -94,7 +94,7 @@ local function decide(key, now, permits, server_now, mode)
   else
     redis.call('SET', key, struct.pack('<dddd', window, previous, current + permits, elapsed), 'PX', ms(reset))
   end
-  return true, available - permits, 0, reset, window, stamp
+  return true, available - permits, 0, reset, window, 0, stamp
 end
 `;
 
@@ -110,26 +110,16 @@ local function counted(key)
   return stored, previous, current, offset, block, stamp
 end
 
-local OPERATIONS = {}
 
-function OPERATIONS.peek(key, now, server_now, permits)
-  return decision(decide(key, now, tonumber(permits), server_now, 'peek'))
-end
-
-function OPERATIONS.reserve(key, now, server_now, permits, nonce)
-  local granted, remaining, retry, reset, window, stamp = decide(key, now, tonumber(permits), server_now, 'reserve')
-  if not granted then return { decision(false, remaining, retry, reset) } end
-  if stamp == 0 then stamp = stamp_string(key, 32, nonce) end
-  return { decision(true, remaining, 0, reset), string.format('%.17g 0 %.17g', window, stamp) }
+local function stamped(key, stamp)
+  return stamp_string(key, 32, stamp)
 end
 
 -- Never refused: what goes past twice the limit is forgiven, which voids the receipts issued before.
 function OPERATIONS.charge(key, now, server_now, permits)
   permits = tonumber(permits)
-  if permits <= limit then
-    local granted, remaining, _, reset = decide(key, now, permits, server_now, 'charge')
-    if granted then return decision(true, remaining, 0, reset) end
-  end
+  local fits = charged_as_granted(key, now, permits, server_now)
+  if fits then return fits end
   local stored, stored_previous, stored_current, stored_offset, block, stamp = counted(key)
   ${ROLLED}
   local wanted = current + permits

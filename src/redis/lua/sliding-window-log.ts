@@ -142,7 +142,7 @@ local function decide(key, now, permits, server_now, mode)
   else
     redis.call('PEXPIRE', key, ms(reset))
   end
-  return true, limit - live - permits, 0, reset, now, stamp
+  return true, limit - live - permits, 0, reset, now, 0, stamp
 end
 `;
 
@@ -154,26 +154,16 @@ local function set_meta(key, member, block, stamp)
   redis.call('ZADD', key, '-inf', 'meta:' .. exact(block) .. ':' .. exact(stamp))
 end
 
-local OPERATIONS = {}
 
-function OPERATIONS.peek(key, now, server_now, permits)
-  return decision(decide(key, now, tonumber(permits), server_now, 'peek'))
-end
-
-function OPERATIONS.reserve(key, now, server_now, permits, nonce)
-  local granted, remaining, retry, reset, at, stamp = decide(key, now, tonumber(permits), server_now, 'reserve')
-  if not granted then return { decision(false, remaining, retry, reset) } end
-  if stamp == 0 then
-    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    local block, member = -math.huge, nil
-    if oldest[2] == '-inf' then
-      member = oldest[1]
-      block = meta_of(member)
-    end
-    stamp = tonumber(nonce)
-    set_meta(key, member, block, stamp)
+local function stamped(key, stamp)
+  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  local block, member = -math.huge, nil
+  if oldest[2] == '-inf' then
+    member = oldest[1]
+    block = meta_of(member)
   end
-  return { decision(true, remaining, 0, reset), string.format('%.17g 0 %.17g', at, stamp) }
+  set_meta(key, member, block, stamp)
+  return stamp
 end
 
 -- Never refused: logged as one grant now, up to twice the limit live (and below 2^53); what goes

@@ -58,6 +58,9 @@ local function decide_wide(key, now, permits, server_now, mode)
   end
   if now < last then now = last end
   local shut = block and block > now and mode ~= 'own' and mode ~= 'charge'
+  -- No receipts past 2^53 units: a reservation is refused plainly (by the limiter, as in memory),
+  -- unless the block refuses it first.
+  if mode == 'reserve' and not shut then return true end
   tokens, partial = refill_wide(tokens, partial, now - last)
   if tokens < permits then
     local retry, reset = until_tokens(permits, tokens, partial), until_tokens(limit, tokens, partial)
@@ -148,27 +151,9 @@ local function units_at(units, last, now)
   return capacity
 end
 
-local OPERATIONS = {}
 
-function OPERATIONS.peek(key, now, server_now, permits)
-  return decision(decide(key, now, tonumber(permits), server_now, 'peek'))
-end
-
-function OPERATIONS.reserve(key, now, server_now, permits, nonce)
-  if wide then
-    -- No receipts past 2^53 units (the limiter refuses the call), but a blocked key refuses first, as in memory.
-    local state = redis.call('GET', key)
-    if state then
-      local last = select(3, struct.unpack('<dddd', state))
-      local block = tail_of(state, 32)
-      if block and block > math.max(now, last) then return { decision(decide(key, now, tonumber(permits), server_now, 'peek')) } end
-    end
-    return 'wide'
-  end
-  local granted, remaining, retry, reset, at, deficit, stamp = decide(key, now, tonumber(permits), server_now, 'reserve')
-  if not granted then return { decision(false, remaining, retry, reset) } end
-  if stamp == 0 then stamp = stamp_string(key, 24, nonce) end
-  return { decision(true, remaining, 0, reset), string.format('%.17g %.17g %.17g', at, deficit, stamp) }
+local function stamped(key, stamp)
+  return stamp_string(key, 24, stamp)
 end
 
 -- Never refused: what goes past one full bucket of debt is forgiven, which voids the receipts
