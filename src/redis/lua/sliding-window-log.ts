@@ -1,6 +1,69 @@
 import { blockedAnswer } from './prelude';
 
 /**
+ * Lua reading the log as seen at `now` (moved up to its newest grant: a reading earlier counts as no
+ * time passing, which keeps the log in order) into locals: its running `total`, the `newest` grant
+ * and its permits (`newest_size`), `cutoff` (the text of now - windowMs), the total before the
+ * oldest live grant (`base`), whether any grant has `expired`, the `live` permits, and the `meta`
+ * member (nil without one) with its `block` end and `stamp`. Inline in decide and in charge, so a
+ * decision calls no function for it.
+ */
+const SCAN = `local newest, total, newest_size = -math.huge, 0, 0
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[1] and last[2] ~= '-inf' then
+    total, newest_size = grant(last[1])
+    newest = tonumber(last[2])
+  end
+  if now < newest then now = newest end
+  local cutoff = exact(now - window_ms)
+  -- The running total before the oldest live grant: every permit after it is live. Usually the
+  -- oldest grant of all is still live, and one look at it tells.
+  local base, expired, meta, block, stamp = total, false, nil, nil, 0
+  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if oldest[2] == '-inf' then
+    meta = oldest[1]
+    block, stamp = meta_of(meta)
+  end
+  if oldest[1] and tonumber(oldest[2]) <= now - window_ms then
+    expired = true
+    oldest = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'LIMIT', 0, 1)
+  end
+  if oldest[1] then
+    local through, size = grant(oldest[1])
+    base = through - size
+  end
+  local live = total - base`;
+
+/** Lua logging `permits` at `now` after {@link SCAN}, trimming what has expired: the one place that writes grants. */
+function logGrant(permits: string): string {
+  return `if live == 0 then
+    -- Every grant has left: start the totals over.
+    if meta then redis.call('ZREMRANGEBYSCORE', key, '(-inf', '+inf') elseif total > 0 then redis.call('DEL', key) end
+    total = 0
+  else
+    if expired then redis.call('ZREMRANGEBYSCORE', key, '(-inf', cutoff) end
+    -- Totals stay below 2^53 so that every sum and difference is exact: counted again from the
+    -- oldest live grant, they are at most the limit (twice it in debt).
+    if total > 9007199254740991 - ${permits} then
+      local members = redis.call('ZRANGEBYSCORE', key, '(-inf', '+inf', 'WITHSCORES')
+      redis.call('ZREMRANGEBYSCORE', key, '(-inf', '+inf')
+      for i = 1, #members, 2 do
+        local through, size = grant(members[i])
+        redis.call('ZADD', key, members[i + 1], string.format('%016d:%d', through - base, size))
+      end
+      total = total - base
+    end
+  end
+  if live > 0 and newest == now then
+    -- Grants at one time leave together: the newest member, of this very time, takes these permits.
+    redis.call('ZREM', key, string.format('%016d:%d', total, newest_size))
+    redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + ${permits}, newest_size + ${permits}))
+  else
+    redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + ${permits}, ${permits}))
+  end`;
+}
+
+/**
  * The sliding window log of src/algorithms/sliding-window-log.ts, as a `decide` and the
  * `OPERATIONS` for {@link batchScript}. A key is a sorted set with one member per grant, whatever
  * its size, scored by its time (grants at one time share a member: they leave together). A member
@@ -41,77 +104,15 @@ local function total_at(key, rank)
   return (grant(redis.call('ZRANGE', key, rank, rank)[1]))
 end
 
--- The log as seen at now (not earlier than its newest grant): its running total, newest grant and
--- its permits, the total before the oldest live grant, whether any has expired, the live permits,
--- and the meta member (nil without one) with its block end and stamp.
-local function scan(key, now)
-  local newest, total, newest_size = -math.huge, 0, 0
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[1] and last[2] ~= '-inf' then
-    total, newest_size = grant(last[1])
-    newest = tonumber(last[2])
-  end
-  -- A reading earlier than the newest hit counts as no time passing, which keeps the log in order.
-  if now < newest then now = newest end
-  -- The running total before the oldest live grant: every permit after it is live. Usually the
-  -- oldest grant of all is still live, and one look at it tells.
-  local base, expired, meta, block, stamp = total, false, nil, nil, 0
-  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if oldest[2] == '-inf' then
-    meta = oldest[1]
-    block, stamp = meta_of(meta)
-  end
-  if oldest[1] and tonumber(oldest[2]) <= now - window_ms then
-    expired = true
-    oldest = redis.call('ZRANGEBYSCORE', key, '(' .. exact(now - window_ms), '+inf', 'LIMIT', 0, 1)
-  end
-  if oldest[1] then
-    local through, size = grant(oldest[1])
-    base = through - size
-  end
-  return now, total, newest, newest_size, base, expired, total - base, meta, block, stamp
-end
-
--- Logs permits at now, trimming what has expired: the one place that writes grants.
-local function log(key, now, permits, total, newest, newest_size, base, expired, live, meta)
-  local cutoff = exact(now - window_ms)
-  if live == 0 then
-    -- Every grant has left: start the totals over.
-    if meta then redis.call('ZREMRANGEBYSCORE', key, '(-inf', '+inf') elseif total > 0 then redis.call('DEL', key) end
-    total = 0
-  else
-    if expired then redis.call('ZREMRANGEBYSCORE', key, '(-inf', cutoff) end
-    -- Totals stay below 2^53 so that every sum and difference is exact: counted again from the
-    -- oldest live grant, they are at most the limit (twice it in debt).
-    if total > 9007199254740991 - permits then
-      local members = redis.call('ZRANGEBYSCORE', key, '(-inf', '+inf', 'WITHSCORES')
-      redis.call('ZREMRANGEBYSCORE', key, '(-inf', '+inf')
-      for i = 1, #members, 2 do
-        local through, size = grant(members[i])
-        redis.call('ZADD', key, members[i + 1], string.format('%016d:%d', through - base, size))
-      end
-      total = total - base
-    end
-  end
-  if live > 0 and newest == now then
-    -- Grants at one time leave together: the newest member, of this very time, takes these permits.
-    redis.call('ZREM', key, string.format('%016d:%d', total, newest_size))
-    redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + permits, newest_size + permits))
-  else
-    redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + permits, permits))
-  end
-end
-
 -- mode: see blockedAnswer in prelude.ts. Beyond the decision, a grant returns its time and the stamp of the key's receipts.
 local function decide(key, now, permits, server_now, mode)
-  local total, newest, newest_size, base, expired, live, meta, block, stamp
-  now, total, newest, newest_size, base, expired, live, meta, block, stamp = scan(key, now)
+  ${SCAN}
   local shut = block and block > now and mode ~= 'own' and mode ~= 'charge'
   if live + permits > limit then
     -- The request fits once the grant holding the (live + permits - limit)-th live permit has left:
     -- the first live grant whose running total reaches it, found by rank.
     local wanted = total - limit + permits
-    local low = redis.call('ZCOUNT', key, '-inf', exact(now - window_ms))
+    local low = redis.call('ZCOUNT', key, '-inf', cutoff)
     local high = redis.call('ZCARD', key) - 1
     while low < high do
       local mid = math.floor((low + high) / 2)
@@ -135,7 +136,7 @@ local function decide(key, now, permits, server_now, mode)
   end
   if shut then ${blockedAnswer('now', '0', 'reset')} end
   if mode and mode ~= 'reserve' and mode ~= 'charge' then return true, limit - live - permits, 0, reset end
-  log(key, now, permits, total, newest, newest_size, base, expired, live, meta)
+  ${logGrant('permits')}
   if block then
     -- A charge may spend while blocked: the expiry still covers the block.
     redis.call('PEXPIRE', key, ms(math.max(reset, math.ceil(block - now))))
@@ -170,17 +171,16 @@ end
 -- past is forgiven, which voids the receipts issued before.
 function OPERATIONS.charge(key, now, server_now, permits)
   permits = tonumber(permits)
-  local total, newest, newest_size, base, expired, live, meta, block, stamp
-  now, total, newest, newest_size, base, expired, live, meta, block, stamp = scan(key, now)
+  ${SCAN}
   local room = math.min(2 * limit, 9007199254740991) - live
   if permits > room and stamp ~= 0 then set_meta(key, meta, block, 0) end
   local logged = 0
   if room > 0 then logged = math.min(permits, room) end
   if logged > 0 then
-    log(key, now, logged, total, newest, newest_size, base, expired, live, meta)
+    ${logGrant('logged')}
     newest = now
   elseif expired then
-    redis.call('ZREMRANGEBYSCORE', key, '(-inf', exact(now - window_ms))
+    redis.call('ZREMRANGEBYSCORE', key, '(-inf', cutoff)
   end
   local reset = math.max(1, math.ceil(newest + window_ms - now))
   redis.call('PEXPIRE', key, ms(expiry(key, reset, block, now)))
