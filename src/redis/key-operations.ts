@@ -93,7 +93,7 @@ export class KeyOperations {
     const decision = this.decision(reply[0]);
     if (!decision.allowed) return { decision, receipt: undefined };
     const receipt = typeof reply[1] === 'string' ? reply[1].split(' ') : [];
-    if (receipt.length !== 3 || !receipt.every((n) => Number.isFinite(Number(n)))) throw unexpectedReply(reply);
+    if (receipt.length !== 4 || !receipt.every((n) => Number.isFinite(Number(n)))) throw unexpectedReply(reply);
     return { decision, receipt };
   }
 

@@ -5,7 +5,6 @@ import { rangeError, typeError } from '../core/errors';
 import type { Rule } from '../core/rule';
 import { Closable } from '../core/symbols';
 import { checkCharge } from '../algorithms/accounting';
-import { scaledUnits } from '../algorithms/token-bucket';
 import { checkPermits, checkString, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
 import { type AsyncRateLimiter, MAX_BLOCK_MS, type RateLimiter } from '../limiter/keyed-rate-limiter';
@@ -89,8 +88,6 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
   readonly #peekPolicy: Policy;
   /** Whether `#peekPolicy` asks a fallback limiter's `peek` (which takes 0 permits). */
   readonly #fallbackPeeks: boolean;
-  /** A bucket whose capacity passes 2^53 scaled units keeps no debt nor receipts, as in memory. */
-  readonly #wideBucket: boolean;
 
   /** @throws TypeError or RangeError naming the option, before anything is sent to Redis. */
   constructor(options: RedisRateLimiterOptions) {
@@ -128,7 +125,6 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
       report(onError, error, key);
       return chosen(error, key, permits);
     };
-    this.#wideBucket = algorithm.endsWith('-bucket') && scaledUnits(this.rule).wide;
     this.#refusals = refusalCacheFor(refusalCache);
     if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
     this.#sender = new BatchSender({
@@ -247,8 +243,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
    * A block neither stops a charge nor is lifted by one. Resolves with the key's state after, as
    * `peek(key, 0)` would without a block.
    * @throws TypeError for a key that is not a string; RangeError when `permits` is not a positive
-   * safe integer, or for a token or leaky bucket whose capacity passes 2^53 scaled units (as in
-   * memory); the client's error or a `RedisTimeoutError` when Redis fails (as a rejected promise).
+   * safe integer; the client's error or a `RedisTimeoutError` when Redis fails (as a rejected promise).
    *
    * @example
    * ```ts
@@ -264,10 +259,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     try {
       checkString('key', key);
       checkCharge(permits);
-      // Read before a wide bucket refuses, as in memory, where the reading moves the limiter's time.
-      const reading = this.#operations.reading();
-      this.#narrowOnly('charge');
-      reply = this.#operations.run(this.#keyPrefix + key, 'charge', reading, [String(permits)]);
+      reply = this.#operations.run(this.#keyPrefix + key, 'charge', this.#operations.reading(), [String(permits)]);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -316,7 +308,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
    * is charged. The key keeps what the refund needs beside its counts, so a reservation settles
    * through any limiter process. While Redis fails the outage policy decides, and the reservation
    * has nothing to settle.
-   * @throws as `tryAcquire` does, and for a bucket whose capacity passes 2^53 scaled units as `charge` does (as a rejected promise).
+   * @throws as `tryAcquire` does (as a rejected promise).
    *
    * @example
    * ```ts
@@ -342,8 +334,6 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     }
     const degraded = async (error: unknown) => new AsyncKeyReservation(await this.#fallback(this.#policy, error, key, permits), undefined);
     return reply.then((reply) => {
-      // A wide bucket keeps no receipts: refused plainly unless blocked, as in memory.
-      if (reply === 'wide') this.#narrowOnly('reserve');
       let reserved: ReturnType<KeyOperations['reservation']>;
       try {
         reserved = this.#operations.reservation(reply);
@@ -419,13 +409,6 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
   #madeRoom(key: string): void {
     this.#refusals?.forget(key);
     this.#waiting.wake(key);
-  }
-
-  /** A bucket past 2^53 scaled units refuses debt and receipts plainly, as `TokenBucket` does in memory. */
-  #narrowOnly(operation: string): void {
-    if (this.#wideBucket) {
-      throw rangeError(`ratekeeper: TokenBucket ${operation} needs limit × windowMs / gcd(limit, windowMs) below 2^53, got ${this.rule.limit} per ${this.rule.windowMs} ms`);
-    }
   }
 
   /** A summary for logs and `JSON.stringify`: the algorithm, rule, key prefix, name (when given) and timeout; never the client. */

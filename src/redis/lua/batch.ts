@@ -53,15 +53,13 @@ if operation and string.byte(operation) > 57 then
   function OPERATIONS.peek(key, now, server_now, permits)
     return decision(decide(key, now, tonumber(permits), server_now, 'peek'))
   end
-  -- A grant returns the two numbers its receipt needs and the stamp of the key's receipts; a key not
-  -- yet stamped (or voided since) gets the caller's. A grant without them is a wide bucket's, which
-  -- keeps no receipts (see decide_wide).
+  -- A grant returns the three numbers its receipt needs and the stamp of the key's receipts; a key
+  -- not yet stamped (or voided since) gets the caller's.
   function OPERATIONS.reserve(key, now, server_now, permits, nonce)
-    local granted, remaining, retry, reset, a, b, stamp = decide(key, now, tonumber(permits), server_now, 'reserve')
+    local granted, remaining, retry, reset, a, b, c, stamp = decide(key, now, tonumber(permits), server_now, 'reserve')
     if not granted then return { decision(false, remaining, retry, reset) } end
-    if a == nil then return 'wide' end
     if stamp == 0 then stamp = stamped(key, tonumber(nonce)) end
-    return { decision(true, remaining, 0, reset), string.format('%.17g %.17g %.17g', a, b, stamp) }
+    return { decision(true, remaining, 0, reset), string.format('%.17g %.17g %.17g %.17g', a, b, c, stamp) }
   end
   function OPERATIONS.reset(key)
     redis.call('DEL', key)
@@ -70,7 +68,7 @@ if operation and string.byte(operation) > 57 then
   if not OPERATIONS[operation] then return 'E unknown operation ' .. operation end
   local now = server_now
   if ARGV[${ruleArgs} + 2] ~= '' then now = tonumber(ARGV[${ruleArgs} + 2]) end
-  local ok, reply = pcall(OPERATIONS[operation], KEYS[1], now, server_now, ARGV[${ruleArgs} + 3], ARGV[${ruleArgs} + 4], ARGV[${ruleArgs} + 5], ARGV[${ruleArgs} + 6])
+  local ok, reply = pcall(OPERATIONS[operation], KEYS[1], now, server_now, unpack(ARGV, ${ruleArgs} + 3))
   if not ok then return 'E ' .. tostring(type(reply) == 'table' and reply.err or reply) end
   return reply
 end

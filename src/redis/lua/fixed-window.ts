@@ -56,7 +56,7 @@ local function decide(key, now, permits, server_now, mode)
   else
     redis.call('SET', key, struct.pack('<dd', window, used + permits), 'PX', ms(until_next))
   end
-  return true, limit - used - permits, 0, until_next, window, 0, stamp
+  return true, limit - used - permits, 0, until_next, window, 0, 0, stamp
 end
 `;
 
@@ -98,7 +98,7 @@ end
 
 -- Only from the window the permits were counted in, and only while it lasts; in place, so the
 -- expiry and the tail stay. Answers the state now, the block aside, as a settle does.
-function OPERATIONS.refund(key, now, server_now, permits, window, _, receipt)
+function OPERATIONS.refund(key, now, server_now, permits, window, _, _, receipt)
   local stored, count, _, stamp = counted(key)
   if stamp ~= 0 and stamp == tonumber(receipt) and tonumber(window) == stored and floor_div(now, window_ms) <= stored then
     redis.call('SETRANGE', key, 0, struct.pack('<dd', stored, count - math.min(tonumber(permits), count)))

@@ -94,7 +94,7 @@ local function decide(key, now, permits, server_now, mode)
   else
     redis.call('SET', key, struct.pack('<dddd', window, previous, current + permits, elapsed), 'PX', ms(reset))
   end
-  return true, available - permits, 0, reset, window, 0, stamp
+  return true, available - permits, 0, reset, window, 0, 0, stamp
 end
 `;
 
@@ -138,7 +138,7 @@ end
 -- Off the current count while its window lasts, off the previous count through the next window
 -- (exactly the weight still counted), nothing after; in place, so the expiry and the tail stay.
 -- Answers the state now, the block aside, as a settle does.
-function OPERATIONS.refund(key, now, server_now, permits, window, _, receipt)
+function OPERATIONS.refund(key, now, server_now, permits, window, _, _, receipt)
   local stored, previous, current, offset, _, stamp = counted(key)
   window, permits = tonumber(window), tonumber(permits)
   if stamp ~= 0 and stamp == tonumber(receipt) then

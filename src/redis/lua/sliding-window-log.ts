@@ -143,7 +143,7 @@ local function decide(key, now, permits, server_now, mode)
   else
     redis.call('PEXPIRE', key, ms(reset))
   end
-  return true, limit - live - permits, 0, reset, now, 0, stamp
+  return true, limit - live - permits, 0, reset, now, 0, 0, stamp
 end
 `;
 
@@ -190,7 +190,7 @@ end
 -- Takes up to permits off the grant logged at the receipt's time, while it is in the window: that
 -- member and every later one count that many fewer, and a member left with none goes. Answers the
 -- state now, the block aside, as a settle does.
-function OPERATIONS.refund(key, now, server_now, permits, at, _, receipt)
+function OPERATIONS.refund(key, now, server_now, permits, at, _, _, receipt)
   local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   local stamp = 0
   if oldest[2] == '-inf' then

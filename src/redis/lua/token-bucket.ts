@@ -7,10 +7,10 @@ import { CEIL_DIV, FLOOR_DIV, FOREIGN, MUL_DIV, blockedAnswer, readTail } from '
  * server time (less 1 ms) its expiry was last set to; once blocked or reserved, the tail of two
  * more (see `readTail` in prelude.ts). ARGV[1..3]: units added per ms, units per token, the limit.
  *
- * A rule whose capacity (`limit × units per token`) passes 2^53 is decided by `decide_wide`, as the
- * in-memory bucket's wide plan is: its key holds four doubles, whole tokens left, the units toward
- * the next token, the time and the expiry time (and the tail). Like memory, it takes no charge and
- * no reservation (the limiter refuses them before sending).
+ * A rule whose capacity (`limit × units per token`) passes 2^52 is decided by `decide_wide`, as the
+ * in-memory bucket's wide plan is (src/algorithms/wide-bucket.ts): its key holds four doubles, whole
+ * tokens left (below zero in debt), the units toward the next token, the time and the expiry time
+ * (and the tail).
  *
  * A key must live until its bucket is full again, and that moment moves later with every grant;
  * setting the expiry (`SET ... PX`) was half of a decision's cost inside Redis (~1.5 of 3.0 µs,
@@ -20,18 +20,39 @@ import { CEIL_DIV, FLOOR_DIV, FOREIGN, MUL_DIV, blockedAnswer, readTail } from '
  * idle key outlives its full bucket by at most `slack`. Expiries are on the server's clock.
  *
  * In debt (a charge) the units go below zero, down to one full bucket below; a reservation's
- * receipt is the deficit right after its grant and when, and a refund gives back only what refill
- * has not repaid since, as in memory.
+ * receipt is the units left right after its grant and when, and a refund gives back only the part
+ * of that deficit refill has not repaid since, as in memory.
  */
 export const TOKEN_BUCKET = `${FLOOR_DIV}${CEIL_DIV}${MUL_DIV}
 local per_ms, per_token, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local capacity = limit * per_token
 local window_ms = per_token * (limit / per_ms)
 local slack = math.floor(math.min(window_ms / 4, 60000))
-local wide = capacity > 9007199254740991
+-- As in memory (Plan.wide): past a capacity of 2^52 units, a full bucket down to a full debt would
+-- span more than 2^53, so whole tokens and the units toward the next are kept apart.
+local wide = 2 * capacity > 9007199254740991
 
--- Whole tokens and units toward the next after elapsed ms of refill, capped at a full bucket.
+-- For a bucket in debt: the whole ms until refill has repaid it, and the whole tokens and units it
+-- then holds (src/algorithms/wide-bucket.ts repay).
+local function repay(tokens, partial)
+  local q, r = mul_div_mod(-tokens - 1, per_token, per_token - partial, per_ms)
+  local above, wait = 0, q
+  if r > 0 then above, wait = per_ms - r, q + 1 end
+  local whole = floor_div(above, per_token)
+  return wait, whole, above - whole * per_token
+end
+
+-- Whole tokens and units toward the next after elapsed ms of refill, capped at a full bucket; a
+-- debt is repaid first, so that no quotient passes the limit.
 local function refill_wide(tokens, partial, elapsed)
+  if tokens < 0 then
+    local wait, above, rest = repay(tokens, partial)
+    if elapsed < wait then
+      local more, left = mul_div_mod(elapsed, per_ms, partial, per_token)
+      return tokens + more, left
+    end
+    tokens, partial, elapsed = above, rest, elapsed - wait
+  end
   if tokens == limit or elapsed >= window_ms then return limit, 0 end
   local more, rest = mul_div_mod(elapsed, per_ms, partial, per_token)
   if tokens + more >= limit then return limit, 0 end
@@ -41,6 +62,10 @@ end
 -- Whole ms until tokens (with partial units toward the next) reach wanted.
 local function until_tokens(wanted, tokens, partial)
   if tokens >= wanted then return 0 end
+  if tokens < 0 then
+    local wait, above, rest = repay(tokens, partial)
+    return wait + until_tokens(wanted, above, rest)
+  end
   local q, r = mul_div_mod(wanted - tokens - 1, per_token, per_token - partial, per_ms)
   if r > 0 then return q + 1 end
   return q
@@ -54,18 +79,19 @@ local function decide_wide(key, now, permits, server_now, mode)
     if #state ~= 32 then
       ${readTail('state', 32)}
     end
-    if not (tokens <= limit and tokens >= 0 and partial >= 0 and partial < per_token and last == last) then ${FOREIGN} end
+    if not (tokens <= limit and tokens >= -limit and partial >= 0 and partial < per_token and last == last) then ${FOREIGN} end
   end
   if now < last then now = last end
   local shut = block and block > now and mode ~= 'own' and mode ~= 'charge'
-  -- No receipts past 2^53 units: a reservation is refused plainly (by the limiter, as in memory),
-  -- unless the block refuses it first.
-  if mode == 'reserve' and not shut then return true end
   tokens, partial = refill_wide(tokens, partial, now - last)
   if tokens < permits then
-    local retry, reset = until_tokens(permits, tokens, partial), until_tokens(limit, tokens, partial)
+    -- In debt even 0 permits do not fit; for the state now (peek 0), simply none left.
+    local reset = until_tokens(limit, tokens, partial)
+    local retry = 0
+    if permits > 0 then retry = until_tokens(permits, tokens, partial) end
     if shut then ${blockedAnswer('now', 'retry', 'reset')} end
-    return false, tokens, retry, reset
+    if permits == 0 then return true, 0, 0, reset end
+    return false, math.max(0, tokens), retry, reset
   end
   local left = tokens - permits
   local reset = until_tokens(limit, left, partial)
@@ -79,11 +105,11 @@ local function decide_wide(key, now, permits, server_now, mode)
   else
     redis.call('SET', key, struct.pack('<dddd', left, partial, now, server_now + reset + slack - 1), 'PX', ms(reset + slack))
   end
-  return true, left, 0, reset
+  return true, left, 0, reset, now, left, partial, stamp
 end
 
--- mode: see blockedAnswer in prelude.ts. Beyond the decision, a grant returns what a receipt needs: the time, the
--- deficit right after the grant, and the stamp of the key's receipts.
+-- mode: see blockedAnswer in prelude.ts. Beyond the decision, a grant returns what a receipt needs
+-- (the time, and the units left right after the grant: see BucketReceipt) and the stamp of the key's receipts.
 local function decide(key, now, permits, server_now, mode)
   if wide then return decide_wide(key, now, permits, server_now, mode) end
   -- A missing key is a full bucket: the key expires only once the bucket has refilled.
@@ -128,20 +154,28 @@ local function decide(key, now, permits, server_now, mode)
     -- Recorded 1 ms short: Redis may count the expiry from a millisecond before server_now.
     redis.call('SET', key, struct.pack('<ddd', left, now, server_now + reset + slack - 1), 'PX', ms(reset + slack))
   end
-  return true, floor_div(left, per_token), 0, reset, now, capacity - left, stamp
+  return true, floor_div(left, per_token), 0, reset, now, left, 0, stamp
 end
 `;
 
 /** The operations on one key (see batchScript), defined only when a call names one. */
 export const TOKEN_BUCKET_OPERATIONS = `
--- The bucket as an operation reads it: units, last, block (nil without a tail) and stamp.
+-- The bucket as an operation reads it: units (for a wide bucket whole tokens, then the units toward
+-- the next), last, block (nil without a tail) and stamp.
 local function bucket(key)
   local state = redis.call('GET', key)
-  if not state then return capacity, -math.huge, nil, 0 end
+  if wide then
+    if not state then return limit, 0, -math.huge, nil, 0 end
+    local tokens, partial, last = unpacked(string.sub(state, 1, 32), '<dddd', 32)
+    local block, stamp = tail_of(state, 32)
+    if not (tokens <= limit and tokens >= -limit and partial >= 0 and partial < per_token and last == last) then ${FOREIGN} end
+    return tokens, partial, last, block, stamp
+  end
+  if not state then return capacity, 0, -math.huge, nil, 0 end
   local units, last = unpacked(string.sub(state, 1, 24), '<ddd', 24)
   local block, stamp = tail_of(state, 24)
   if not (units <= capacity and units >= -capacity and last == last) then ${FOREIGN} end
-  return units, last, block, stamp
+  return units, 0, last, block, stamp
 end
 
 -- The units held at now (not earlier than last), refill applied up to the capacity.
@@ -151,42 +185,82 @@ local function units_at(units, last, now)
   return capacity
 end
 
+-- Writes the bucket, its expiry covering its refill (debt included) and its block.
+local function store(key, units, partial, now, server_now, block, stamp, reset)
+  local ttl = expiry(key, reset + slack, block, now)
+  local state
+  if wide then state = struct.pack('<dddd', units, partial, now, server_now + ttl - 1)
+  else state = struct.pack('<ddd', units, now, server_now + ttl - 1) end
+  if block then state = state .. struct.pack('<dd', block, stamp) end
+  redis.call('SET', key, state, 'PX', ms(ttl))
+end
 
 local function stamped(key, stamp)
+  if wide then return stamp_string(key, 32, stamp) end
   return stamp_string(key, 24, stamp)
 end
 
 -- Never refused: what goes past one full bucket of debt is forgiven, which voids the receipts
 -- issued before (a refund could otherwise give back what the bound dropped).
 function OPERATIONS.charge(key, now, server_now, permits)
-  local units, last, block, stamp = bucket(key)
+  permits = tonumber(permits)
+  local units, partial, last, block, stamp = bucket(key)
   if now < last then now = last end
-  local wanted = units_at(units, last, now) - tonumber(permits) * per_token
+  if wide then
+    local tokens, rest = refill_wide(units, partial, now - last)
+    -- The bound is -limit whole tokens and no units; compared without forming a number past 2^53.
+    if permits - limit > tokens then
+      units, partial, stamp = -limit, 0, 0
+    else
+      units, partial = tokens - permits, rest
+    end
+    local reset = until_tokens(limit, units, partial)
+    store(key, units, partial, now, server_now, block, stamp, reset)
+    return decision(true, math.max(0, units), 0, reset)
+  end
+  local wanted = units_at(units, last, now) - permits * per_token
   local floor = -capacity
   if wanted < floor then
     wanted = floor
     stamp = 0
   end
   local reset = ceil_div(capacity - wanted, per_ms)
-  local ttl = expiry(key, reset + slack, block, now)
-  local state = struct.pack('<ddd', wanted, now, server_now + ttl - 1)
-  if block then state = state .. struct.pack('<dd', block, stamp) end
-  redis.call('SET', key, state, 'PX', ms(ttl))
+  store(key, wanted, 0, now, server_now, block, stamp, reset)
   return decision(true, math.max(0, floor_div(wanted, per_token)), 0, reset)
 end
 
--- Gives back only the part of the receipt's deficit that refill has not repaid since; in place, so
--- the expiry and the tail stay. Answers the state now, the block aside, as a settle does.
-function OPERATIONS.refund(key, now, server_now, permits, at, deficit, receipt)
-  local units, last, _, stamp = bucket(key)
+-- Gives back only what the grant left short of a full bucket and refill has not repaid since (the
+-- receipt: the time, and the units, for a wide bucket whole tokens and units, left right after the
+-- grant); in place, so the expiry and the tail stay. Answers the state now, the block aside, as a
+-- settle does.
+function OPERATIONS.refund(key, now, server_now, permits, at, granted_units, granted_partial, receipt)
+  permits, at, granted_units, granted_partial = tonumber(permits), tonumber(at), tonumber(granted_units), tonumber(granted_partial)
+  local units, partial, last, _, stamp = bucket(key)
   if stamp ~= 0 and stamp == tonumber(receipt) then
     local at_now = now
     if at_now < last then at_now = last end
-    local owed = math.min(tonumber(permits) * per_token, tonumber(deficit) - (at_now - tonumber(at)) * per_ms)
-    if owed > 0 then
-      local refunded = units_at(units, last, at_now) + owed
-      if refunded > capacity then refunded = capacity end
-      redis.call('SETRANGE', key, 0, struct.pack('<dd', refunded, at_now))
+    if wide then
+      -- The grant's state refilled to now: the tokens it is still short of full are what is owed.
+      local granted, held = refill_wide(granted_units, granted_partial, at_now - at)
+      local short = limit - granted
+      if short ~= 0 and permits ~= 0 then
+        -- All the permits while fewer than that; else the whole deficit, short tokens less the units held.
+        local owed, less = permits, 0
+        if permits >= short then owed, less = short, held end
+        local tokens, part = refill_wide(units, partial, at_now - last)
+        if tokens > 0 and owed > limit - tokens then tokens, part = limit, 0
+        elseif part < less then tokens, part = tokens + owed - 1, part - less + per_token
+        else tokens, part = tokens + owed, part - less end
+        if tokens >= limit then tokens, part = limit, 0 end
+        redis.call('SETRANGE', key, 0, struct.pack('<ddd', tokens, part, at_now))
+      end
+    else
+      local owed = math.min(permits * per_token, capacity - granted_units - (at_now - at) * per_ms)
+      if owed > 0 then
+        local refunded = units_at(units, last, at_now) + owed
+        if refunded > capacity then refunded = capacity end
+        redis.call('SETRANGE', key, 0, struct.pack('<dd', refunded, at_now))
+      end
     end
   end
   return decision(decide(key, now, 0, server_now, 'own'))
