@@ -27,14 +27,17 @@ export function toDecision(numbers: readonly number[], index: number, limit: num
 /**
  * Reads a script's reply for `count` decisions: one string per decision, `A remaining
  * resetAfterMs`, `R remaining retryAfterMs resetAfterMs` or `E message` (see batchScript). Each
- * entry becomes its decision, or the error of its own key (an entry of no known form, say numbers
- * a foreign value under the key decoded to, included). A reply of any other shape (a wrongly wired
- * adapter, a foreign script) throws, and is a store error for every call of the batch.
+ * entry becomes its decision, or the error of its own key. A reply of any other shape (a wrongly
+ * wired adapter, a foreign script) throws, and is a store error for every call of the batch.
  */
 export function readReply(reply: unknown, count: number, limit: number): (Decision | Error)[] {
   if (!Array.isArray(reply) || reply.length !== count) throw unexpected(reply);
   const results: (Decision | Error)[] = [];
-  for (const entry of reply) results.push(readDecision(entry, limit));
+  for (const entry of reply) {
+    const result = readEntry(entry, limit);
+    if (result === undefined) throw unexpected(entry);
+    results.push(result);
+  }
   return results;
 }
 

@@ -213,6 +213,11 @@ describe.skipIf(!redisPort)('key operations over Redis', () => {
   });
 
   describe('a key holding a foreign value fails that key alone, with a clear error, never a wrong decision', () => {
+    const doubles = (...values: number[]) => {
+      const bytes = Buffer.alloc(8 * values.length);
+      values.forEach((value, i) => bytes.writeDoubleLE(value, 8 * i));
+      return bytes;
+    };
     const foreign: [string, (key: string) => Promise<unknown>, RedisAlgorithm[]?][] = [
       ['a list', (key) => redis.rpush(key, 'x')],
       ['a hash', (key) => redis.hset(key, 'f', 'v')],
@@ -222,6 +227,10 @@ describe.skipIf(!redisPort)('key operations over Redis', () => {
       ['24 bytes of NaN', (key) => redis.set(key, Buffer.alloc(24, 0xff))],
       ['24 bytes of text', (key) => redis.set(key, 'y'.repeat(24))],
       // An older layout of the bucket: two doubles, before the expiry time was kept.
+      // Doubles of the right sizes whose time is infinite: no reading ever comes after it.
+      ['a bucket counted at an infinite time', (key) => redis.set(key, doubles(1, Infinity, 0)), ['token-bucket', 'leaky-bucket']],
+      ['a window at infinity', (key) => redis.set(key, doubles(Infinity, 1)), ['fixed-window']],
+      ['a counter at infinity', (key) => redis.set(key, doubles(Infinity, 0, 1, 0)), ['sliding-window-counter']],
       // (To a fixed window, 16 bytes of zeros are its own state of a window with nothing counted.)
       ['an older bucket of 16 bytes', (key) => redis.set(key, Buffer.alloc(16)), algorithmNames.filter((name) => name !== 'fixed-window')],
       ['a sorted set of foreign members', (key) => redis.zadd(key, 1, 'member')],

@@ -25,7 +25,7 @@ local function decide(key, now, permits, server_now, mode)
       ${readTail('state', 16)}
     end
     -- What no window holds (NaN, a count below 0 or past the debt bound) is a foreign value.
-    if not (count >= 0 and count <= 2 * limit and stored == stored) then ${FOREIGN} end
+    if not (count >= 0 and count <= 2 * limit and stored < math.huge) then ${FOREIGN} end
   end
   -- A reading from an earlier window than the stored count's counts as no time passing.
   local window = floor_div(now, window_ms)
@@ -68,7 +68,7 @@ local function counted(key)
   if not state then return -math.huge, 0, nil, 0 end
   local stored, count = unpacked(string.sub(state, 1, 16), '<dd', 16)
   local block, stamp = tail_of(state, 16)
-  if not (count >= 0 and count <= 2 * limit and stored == stored) then ${FOREIGN} end
+  if not (count >= 0 and count <= 2 * limit and stored < math.huge) then ${FOREIGN} end
   return stored, count, block, stamp
 end
 

@@ -66,7 +66,7 @@ local function decide(key, now, permits, server_now, mode)
       ${readTail('state', 32)}
     end
     -- What no counter holds (NaN, counts below 0 or past the debt bound) is a foreign value.
-    if not (stored_previous >= 0 and stored_previous <= 2 * limit and stored_current >= 0 and stored_current <= 2 * limit and stored_offset >= 0 and stored_offset < w) then ${FOREIGN} end
+    if not (stored_previous >= 0 and stored_previous <= 2 * limit and stored_current >= 0 and stored_current <= 2 * limit and stored_offset >= 0 and stored_offset < w and stored < math.huge) then ${FOREIGN} end
   end
   ${ROLLED}
   local shut = block and block > window * w + elapsed and mode ~= 'own' and mode ~= 'charge'
@@ -106,7 +106,7 @@ local function counted(key)
   if not state then return -math.huge, 0, 0, 0, nil, 0 end
   local stored, previous, current, offset = unpacked(string.sub(state, 1, 32), '<dddd', 32)
   local block, stamp = tail_of(state, 32)
-  if not (previous >= 0 and previous <= 2 * limit and current >= 0 and current <= 2 * limit and offset >= 0 and offset < w) then ${FOREIGN} end
+  if not (previous >= 0 and previous <= 2 * limit and current >= 0 and current <= 2 * limit and offset >= 0 and offset < w and stored < math.huge) then ${FOREIGN} end
   return stored, previous, current, offset, block, stamp
 end
 

@@ -79,7 +79,7 @@ local function decide_wide(key, now, permits, server_now, mode)
     if #state ~= 32 then
       ${readTail('state', 32)}
     end
-    if not (tokens <= limit and tokens >= -limit and partial >= 0 and partial < per_token and last == last) then ${FOREIGN} end
+    if not (tokens <= limit and tokens >= -limit and partial >= 0 and partial < per_token and last < math.huge) then ${FOREIGN} end
   end
   if now < last then now = last end
   local shut = block and block > now and mode ~= 'own' and mode ~= 'charge'
@@ -123,7 +123,7 @@ local function decide(key, now, permits, server_now, mode)
       ${readTail('state', 24)}
     end
     -- What no bucket holds (NaN, more than full, deeper than the debt bound) is a foreign value.
-    if not (units <= capacity and units >= -capacity and last == last) then ${FOREIGN} end
+    if not (units <= capacity and units >= -capacity and last < math.huge) then ${FOREIGN} end
   end
   -- A reading earlier than the last one counts as no time passing.
   if now < last then now = last end
@@ -168,13 +168,13 @@ local function bucket(key)
     if not state then return limit, 0, -math.huge, nil, 0 end
     local tokens, partial, last = unpacked(string.sub(state, 1, 32), '<dddd', 32)
     local block, stamp = tail_of(state, 32)
-    if not (tokens <= limit and tokens >= -limit and partial >= 0 and partial < per_token and last == last) then ${FOREIGN} end
+    if not (tokens <= limit and tokens >= -limit and partial >= 0 and partial < per_token and last < math.huge) then ${FOREIGN} end
     return tokens, partial, last, block, stamp
   end
   if not state then return capacity, 0, -math.huge, nil, 0 end
   local units, last = unpacked(string.sub(state, 1, 24), '<ddd', 24)
   local block, stamp = tail_of(state, 24)
-  if not (units <= capacity and units >= -capacity and last == last) then ${FOREIGN} end
+  if not (units <= capacity and units >= -capacity and last < math.huge) then ${FOREIGN} end
   return units, 0, last, block, stamp
 end
 
