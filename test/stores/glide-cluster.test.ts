@@ -3,13 +3,11 @@ import { inject } from 'vitest';
 import { startRedisCluster } from '../redis/helpers/redis-cluster';
 import { storeConformance } from './conformance';
 import { openRedisFamily } from './support/redis-family';
-import { RedisRateLimiter } from '../../src/redis';
 
 storeConformance({
   name: 'Valkey Cluster via GLIDE (GlideClusterClient)',
   needs: 'valkey-server',
   available: inject('valkeyPort') !== 0,
-  limiterClass: RedisRateLimiter,
   open: async () => {
     // GLIDE logs every server error (NoScriptError included) as a warning by default.
     Logger.setLoggerConfig('off');

@@ -2,7 +2,6 @@ import { GlideClient, Logger } from '@valkey/valkey-glide';
 import { inject } from 'vitest';
 import { storeConformance } from './conformance';
 import { openRedisFamily } from './support/redis-family';
-import { RedisRateLimiter } from '../../src/redis';
 
 const valkeyPort = inject('valkeyPort');
 
@@ -10,7 +9,6 @@ storeConformance({
   name: 'Valkey via GLIDE (GlideClient)',
   needs: 'valkey-server',
   available: valkeyPort !== 0,
-  limiterClass: RedisRateLimiter,
   open: () => {
     // GLIDE logs every server error (NoScriptError included) as a warning by default.
     Logger.setLoggerConfig('off');

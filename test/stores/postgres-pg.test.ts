@@ -1,13 +1,11 @@
 import pg from 'pg';
 import { storeConformance } from './conformance';
 import { connection, openPostgres, postgresPort } from './support/postgres-store';
-import { PostgresRateLimiter } from '../../src/postgres';
 
 storeConformance({
   name: 'PostgreSQL via pg (Pool)',
   needs: 'postgresql-15',
   available: postgresPort !== 0,
-  limiterClass: PostgresRateLimiter,
   open: () =>
     openPostgres('pg', (port) => {
       const client = new pg.Pool({ ...connection(port), max: 8 });

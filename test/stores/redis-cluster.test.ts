@@ -3,13 +3,11 @@ import { redisPort } from '../redis/helpers/clients';
 import { startRedisCluster } from '../redis/helpers/redis-cluster';
 import { storeConformance } from './conformance';
 import { openRedisFamily } from './support/redis-family';
-import { RedisRateLimiter } from '../../src/redis';
 
 storeConformance({
   name: 'Redis Cluster via ioredis',
   needs: 'redis-server',
   available: redisPort !== 0,
-  limiterClass: RedisRateLimiter,
   open: async () => {
     const cluster = await startRedisCluster();
     const connect = async (port: number) => {

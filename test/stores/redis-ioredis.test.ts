@@ -1,13 +1,11 @@
 import { ioredisClient, redisPort } from '../redis/helpers/clients';
 import { storeConformance } from './conformance';
 import { openRedisFamily } from './support/redis-family';
-import { RedisRateLimiter } from '../../src/redis';
 
 storeConformance({
   name: 'Redis via ioredis',
   needs: 'redis-server',
   available: redisPort !== 0,
-  limiterClass: RedisRateLimiter,
   numRuns: 100,
   open: () =>
     openRedisFamily(redisPort, async (port) => {

@@ -2,13 +2,11 @@ import { createClient } from 'redis';
 import { redisPort } from '../redis/helpers/clients';
 import { storeConformance } from './conformance';
 import { openRedisFamily } from './support/redis-family';
-import { RedisRateLimiter } from '../../src/redis';
 
 storeConformance({
   name: 'Redis via node-redis',
   needs: 'redis-server',
   available: redisPort !== 0,
-  limiterClass: RedisRateLimiter,
   numRuns: 100,
   open: () =>
     openRedisFamily(redisPort, async (port) => {

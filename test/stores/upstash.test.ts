@@ -3,7 +3,6 @@ import { ioredisClient, redisPort } from '../redis/helpers/clients';
 import { storeConformance } from './conformance';
 import { openRedisFamily } from './support/redis-family';
 import { startUpstashShim } from './support/upstash-shim';
-import { RedisRateLimiter } from '../../src/redis';
 
 const TOKEN = 'test-token';
 
@@ -11,7 +10,6 @@ storeConformance({
   name: 'Upstash (@upstash/redis over its REST protocol, loopback shim)',
   needs: 'redis-server',
   available: redisPort !== 0,
-  limiterClass: RedisRateLimiter,
   open: async () => {
     const redis = ioredisClient(redisPort);
     const shim = await startUpstashShim(redis, TOKEN);

@@ -2,7 +2,6 @@ import Valkey from 'iovalkey';
 import { inject } from 'vitest';
 import { storeConformance } from './conformance';
 import { openRedisFamily } from './support/redis-family';
-import { RedisRateLimiter } from '../../src/redis';
 
 const valkeyPort = inject('valkeyPort');
 
@@ -10,7 +9,6 @@ storeConformance({
   name: 'Valkey via iovalkey',
   needs: 'valkey-server',
   available: valkeyPort !== 0,
-  limiterClass: RedisRateLimiter,
   open: () =>
     openRedisFamily(valkeyPort, async (port) => {
       const client = new Valkey({ port, host: '127.0.0.1', maxRetriesPerRequest: 1 });
