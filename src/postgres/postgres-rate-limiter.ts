@@ -18,7 +18,7 @@ import { type Batch, KeyOrder } from './key-order';
 import { quotedSchema } from './migrate';
 import type { PostgresRateLimiterOptions } from './options';
 import { expirySlackMs, type PostgresAlgorithm, sqlPlans } from './plans';
-import { oneKeyFunction } from './sql/one-key';
+import { manyKeysFunction, oneKeyFunction } from './sql/one-key';
 import { PostgresTimeoutError } from './timeout-error';
 
 /**
@@ -73,7 +73,6 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   readonly #query: Query;
   readonly #statement: string;
   readonly #oneKeyStatement: string;
-  readonly #codec: string;
   readonly #ruleArgs: string;
   readonly #algorithm: PostgresAlgorithm;
   readonly #schema: string;
@@ -101,7 +100,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.#query = toQuery(client);
     const plan = sqlPlans[algorithm];
     const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
-    this.#statement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], 'acquire') AS r`;
+    this.#statement = `SELECT ${quotedSchema(schema)}.${manyKeysFunction(plan.codec)}($1::text[], $2::numeric[], $3::numeric[], $4::numeric[]) AS r`;
     this.#oneKeyStatement = `SELECT ${quotedSchema(schema)}.${oneKeyFunction(plan.codec)}($1::text, $2::numeric, $3::numeric, $4::numeric[]) AS r`;
     if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
     this.#algorithm = algorithm;
@@ -111,7 +110,6 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     checkStoreOptions(clock, timeoutMs, onError);
     this.#clock = clock;
     this.#timeoutMs = timeoutMs;
-    this.#codec = plan.codec;
     this.#ruleArgs = `{${[...plan.ruleArgs(this.rule), expirySlackMs(this.rule)].join(',')}}`;
     this.#timeouts = new Timeouts(timeoutMs, (ms) => new PostgresTimeoutError(ms));
     this.#fallback = (error, call) => {
@@ -209,7 +207,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   /**
    * Sends a batch as one statement, and answers each call from the reply or, failing that, from
    * the outage policy. A batch of one call (the usual one) takes the algorithm's one-key function,
-   * a single SQL statement; a longer batch takes `ratekeeper_decide`, which locks its keys in order.
+   * a longer batch its many-keys function, which locks its keys in order (./sql/one-key.ts).
    */
   readonly #send = (batch: CallBatch): void => {
     const { calls, deadline } = batch;
@@ -220,7 +218,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
         const [{ rowKey, permits, now }] = calls as [Call];
         sent = this.#query(this.#oneKeyStatement, [rowKey, permits, callerClock ? now : null, this.#ruleArgs]);
       } else {
-        const values = [this.#codec, this.#ruleArgs, textArray(calls), `{${calls.map((call) => call.permits).join(',')}}`, callerClock ? `{${calls.map((call) => call.now).join(',')}}` : null];
+        const values = [textArray(calls), `{${calls.map((call) => call.permits).join(',')}}`, callerClock ? `{${calls.map((call) => call.now).join(',')}}` : null, this.#ruleArgs];
         sent = this.#query(this.#statement, values);
       }
     } catch (error) {
