@@ -227,7 +227,7 @@ async function measure(store: StoreName): Promise<StoresResult> {
 
 /** The tables for bench/RESULTS.md and the console: each ratekeeper row with its ratio to the peer at the same load. */
 export function renderStores(results: readonly StoresResult[]): { text: string; markdown: string } {
-  const note = `Each store on its own server started by the bench (loopback, 2 shared cores, client and server on the same machine), ${formatNumber(KEYS)} keys in random order, a rule of 3600 per hour (nothing refused), ${ROUNDS} interleaved rounds of ${SAMPLE_MS} ms per load; decisions/s is the median round, p50/p99 over every call. "÷ peer" is this row's decisions/s over its peer's at the same load.`;
+  const note = `Each store on its own server started by the bench (loopback, 2 shared cores, client and server on the same machine), ${formatNumber(KEYS)} keys in random order (each decided once before the rounds), a rule of 3600 per hour (nothing refused), ${ROUNDS} interleaved rounds of ${SAMPLE_MS} ms per load; decisions/s is the median round, p50/p99 over every call. "÷ peer" is this row's decisions/s over its peer's at the same load.`;
   const sections = results.map((result) => {
     const rows: string[][] = [['contender', 'in flight', 'decisions/s', '÷ peer', 'p50 ms', 'p99 ms']];
     for (const row of result.rows) {
