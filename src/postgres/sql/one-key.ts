@@ -8,15 +8,16 @@
 // - the algorithm decides in a few PL/pgSQL expressions, setting `answer` (remaining,
 //   retryAfterMs with 0 for a grant, resetAfterMs) and `next`, the state to store (null: a
 //   refusal, which writes nothing);
-// - a grant updates the locked row in place (by its ctid: no second index lookup), or inserts it
-//   when the key was absent (ON CONFLICT DO NOTHING: when another caller inserted it meanwhile,
-//   the step runs again and finds that row, as `ratekeeper_decide` loops).
+// - a grant updates the locked row (found by its ctid, which cannot change while it is locked: no
+//   second index lookup), or inserts it when the key was absent (ON CONFLICT DO NOTHING: when
+//   another caller inserted it meanwhile, the step runs again and finds that row, as
+//   `ratekeeper_decide` loops).
 //
 // Why PL/pgSQL statements rather than one SQL statement: a call's cost is the statements it
 // executes and the expressions it evaluates, each set up again in every transaction. Measured on
 // PostgreSQL 15 (a procedure calling each variant 3 000 times, one transaction per call, best of
 // five): a single CTE statement (lock, clock, decide in LATERAL steps, update or insert) took
-// 35 µs a decision, this step 21-25 µs, a bare SELECT FOR UPDATE plus an UPDATE by ctid 20 µs,
+// 35 µs a decision, this step 21-28 µs, a bare SELECT FOR UPDATE plus an UPDATE by ctid 20 µs,
 // rate-limiter-flexible's upsert 11-13 µs. The same step in bigint instead of numeric saved under
 // a microsecond (within the noise), so every rule, up to 2^53 × 2^42, takes this one path.
 //
