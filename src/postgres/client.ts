@@ -40,11 +40,32 @@ export function toQuery(client: unknown): Query {
   // postgres.js's `sql` is a function with `unsafe`; pg's Pool and Client are objects with `query`.
   if (typeof c.unsafe === 'function') {
     const sql = client as { unsafe(text: string, values: readonly unknown[], options: { prepare: boolean }): PromiseLike<readonly unknown[]> };
-    return (text, values) => Promise.resolve(sql.unsafe(text, values, { prepare: false }));
+    // Given parameters and no statement to prepare, postgres.js first asks the server for their
+    // types (Parse and Describe), then binds them: two round trips a call. Written into the text as
+    // literals, the values go in one, still without a prepared statement.
+    return (text, values) => Promise.resolve(sql.unsafe(values.length === 0 ? text : withLiterals(text, values), [], { prepare: false }));
   }
   if (typeof c.query === 'function') {
     const pg = client as { query(text: string, values: readonly unknown[]): Promise<{ rows: unknown[] }> };
     return (text, values) => pg.query(text, values).then((result) => result.rows);
   }
   throw typeError(`ratekeeper: \`client\` must be a pg Pool or Client, or a postgres.js sql, got ${describe(client)}`);
+}
+
+/**
+ * `text` with each `$n` replaced by the n-th value as an SQL literal, quoted so that the statement's
+ * own cast (`$1::text`, `$2::numeric`) types it: a string as an escape string (`E'...'`, quotes and
+ * backslashes doubled, so it reads the same whatever `standard_conforming_strings` says), a number
+ * as its decimal text, null as NULL. For ratekeeper's own statements, whose only `$` are their
+ * parameters.
+ */
+function withLiterals(text: string, values: readonly unknown[]): string {
+  return text.replace(/\$(\d+)/g, (_, n: string) => literal(values[Number(n) - 1]));
+}
+
+function literal(value: unknown): string {
+  if (value === null || value === undefined) return 'NULL';
+  if (typeof value === 'number' && Number.isFinite(value)) return `'${value}'`;
+  if (typeof value === 'string') return `E'${value.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
+  throw typeError(`ratekeeper: cannot send ${describe(value)} to PostgreSQL`);
 }

@@ -21,7 +21,7 @@ import { type Batch, KeyOrder } from './key-order';
 import { quotedSchema } from './migrate';
 import type { PostgresRateLimiterOptions } from './options';
 import { expirySlackMs, type PostgresAlgorithm, sqlPlans } from './plans';
-import { oneKeyFunction } from './sql/one-key';
+import { manyKeysFunction, oneKeyFunction } from './sql/one-key';
 import { PostgresTimeoutError } from './timeout-error';
 
 /**
@@ -94,7 +94,8 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   /** The rule every key is limited by. */
   readonly rule: Rule;
   readonly #query: Query;
-  readonly #statement: string;
+  readonly #decideStatement: string;
+  readonly #manyKeysStatement: string;
   readonly #oneKeyStatement: string;
   readonly #codec: string;
   readonly #ruleArgs: string;
@@ -130,7 +131,8 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.#policy = policy;
     this.#onError = onError;
     // As text: pg parses numeric[] into floats, and a receipt's numbers may pass 2^53.
-    this.#statement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], $6::text, $7::numeric[])::text[] AS r`;
+    this.#decideStatement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], $6::text, $7::numeric[])::text[] AS r`;
+    this.#manyKeysStatement = `SELECT ${quotedSchema(schema)}.${manyKeysFunction(plan.codec)}($1::text[], $2::numeric[], $3::numeric[], $4::numeric[]) AS r`;
     this.#oneKeyStatement = `SELECT ${quotedSchema(schema)}.${oneKeyFunction(plan.codec)}($1::text, $2::numeric, $3::numeric, $4::numeric[]) AS r`;
     if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
     this.#algorithm = algorithm;
@@ -426,8 +428,9 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
 
   /**
    * Sends a batch as one statement, and answers each call from the reply or, failing that, from
-   * the outage policy. A batch of one call (the usual one) takes the algorithm's one-key function,
-   * a single SQL statement; a longer batch takes `ratekeeper_decide`, which locks its keys in order.
+   * the outage policy. An acquire alone in its batch (the usual call) takes the algorithm's one-key
+   * function, a longer batch of acquires its many-keys function, which locks its keys in order
+   * (./sql/one-key.ts); any other operation, always alone, takes `ratekeeper_decide`.
    */
   readonly #send = (batch: CallBatch): void => {
     const { calls, deadline } = batch;
@@ -437,14 +440,14 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
       const [first] = calls;
       if (first.op !== undefined) {
         const { op, amount, now, receipt } = first;
-        sent = this.#query(this.#statement, [this.#codec, this.#ruleArgs, textArray(calls), `{${amount}}`, callerClock ? `{${now}}` : null, op, receipt]);
+        sent = this.#query(this.#decideStatement, [this.#codec, this.#ruleArgs, textArray(calls), `{${amount}}`, callerClock ? `{${now}}` : null, op, receipt]);
       } else if (calls.length === 1) {
         const { rowKey, permits, now } = first;
         sent = this.#query(this.#oneKeyStatement, [rowKey, permits, callerClock ? now : null, this.#ruleArgs]);
       } else {
         const decisions = calls as Call[];
-        const values = [this.#codec, this.#ruleArgs, textArray(calls), `{${decisions.map((call) => call.permits).join(',')}}`, callerClock ? `{${decisions.map((call) => call.now).join(',')}}` : null, 'acquire', null];
-        sent = this.#query(this.#statement, values);
+        const values = [textArray(calls), `{${decisions.map((call) => call.permits).join(',')}}`, callerClock ? `{${decisions.map((call) => call.now).join(',')}}` : null, this.#ruleArgs];
+        sent = this.#query(this.#manyKeysStatement, values);
       }
     } catch (error) {
       // A client that throws instead of rejecting fails the same way.

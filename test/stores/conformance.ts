@@ -79,7 +79,8 @@ const hugeRules = fc
   .filter(({ limit, windowMs }) => limit * windowMs > Number.MAX_SAFE_INTEGER)
   .map(({ limit, windowMs }) => new Rule(limit, windowMs));
 
-const step = fc.record({
+/** One call of a trace: how far the clock moves before it, its key, and its share of the limit. */
+export const step = fc.record({
   // Mostly small moves, sometimes a window or two, sometimes backwards; quarters of a ms too.
   moveMs: fc.oneof(
     fc.constant(0),
