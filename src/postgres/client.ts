@@ -56,11 +56,12 @@ export function toQuery(client: unknown): Query {
  * `text` with each `$n` replaced by the n-th value as an SQL literal, quoted so that the statement's
  * own cast (`$1::text`, `$2::numeric`) types it: a string as an escape string (`E'...'`, quotes and
  * backslashes doubled, so it reads the same whatever `standard_conforming_strings` says), a number
- * as its decimal text, null as NULL. For ratekeeper's own statements, whose only `$` are their
- * parameters.
+ * as its decimal text, null as NULL. For ratekeeper's own statements, whose only `$` outside quoted
+ * identifiers are their parameters: a quoted identifier (the schema, which may hold `$1`) is kept
+ * as it is, else a value would land inside it, where a `"` in a key would end it.
  */
 function withLiterals(text: string, values: readonly unknown[]): string {
-  return text.replace(/\$(\d+)/g, (_, n: string) => literal(values[Number(n) - 1]));
+  return text.replace(/"(?:[^"]|"")*"|\$(\d+)/g, (match, n: string | undefined) => (n === undefined ? match : literal(values[Number(n) - 1])));
 }
 
 function literal(value: unknown): string {

@@ -63,7 +63,8 @@ describe.skipIf(!postgresPort)('what a decision sends', () => {
     const settings = { ...connection(proxy.port) };
     const client = library === 'pg' ? new pg.Pool({ ...settings, max: 1 }) : postgres({ ...settings, max: 1, onnotice: () => {} });
     try {
-      const limiter = new PostgresRateLimiter({ client, schema, algorithm: 'token-bucket', rule: Rule.perSecond(100), onStoreError: 'deny', timeoutMs: 5_000 });
+      // Keys of its own: the other library's test leaves 'a' refilling, a token every 10 ms.
+      const limiter = new PostgresRateLimiter({ client, schema, prefix: `${library}:`, algorithm: 'token-bucket', rule: Rule.perSecond(100), onStoreError: 'deny', timeoutMs: 5_000 });
       // The connection's own start (and postgres.js's type lookup) is not counted.
       expect(await limiter.tryAcquire('warm')).toMatchObject({ allowed: true });
       const before = proxy.turns();
@@ -88,4 +89,39 @@ describe.skipIf(!postgresPort)('what a decision sends', () => {
       expect(rows).toEqual([{ key: `${prefix}fixed-window:5/60000:${key}\\'$1` }]);
     },
   );
+
+  test('a schema whose name holds `$1` and `"` keeps it, through postgres.js (a value is never written inside the quoted name)', async () => {
+    const dollars = `${schema}$1"$2`;
+    await migrate(admin, { schema: dollars });
+    try {
+      const limiter = new PostgresRateLimiter({ client: sql, schema: dollars, algorithm: 'fixed-window', rule: Rule.perMinute(5), onStoreError: 'deny' });
+      const key = `") AS r; DROP TABLE x; --`;
+      expect(await limiter.tryAcquire(key)).toMatchObject({ allowed: true, remaining: 4 });
+      expect(await Promise.all([limiter.tryAcquire(key), limiter.tryAcquire('other')])).toMatchObject([{ remaining: 3 }, { remaining: 4 }]);
+      // Through ratekeeper_decide too; a peek of 1 permit answers what would remain after it.
+      expect(await limiter.peek(key)).toMatchObject({ allowed: true, remaining: 2 });
+      const { rows } = await admin.query(`SELECT key FROM "${dollars.replaceAll('"', '""')}".ratekeeper_state ORDER BY key`);
+      expect(rows.map((row) => row.key)).toEqual([`ratekeeper:fixed-window:5/60000:${key}`, 'ratekeeper:fixed-window:5/60000:other']);
+    } finally {
+      await admin.query(`DROP SCHEMA IF EXISTS "${dollars.replaceAll('"', '""')}" CASCADE`);
+    }
+  });
+
+  test('long keys of quotes and backslashes, and caller clocks of any finite size, decide alike through both clients', async () => {
+    const readings = [1e21, 2 ** 53 + 2, 0.1 + 0.2, 1.5e-7, 5e-324, -0, 123_456.75];
+    const answers = await Promise.all(
+      [admin, sql].map(async (client, i) => {
+        let reading = 0;
+        const limiter = new PostgresRateLimiter({ client, schema, prefix: `long-${i}-${Math.random()}:`, clock: { now: () => reading }, algorithm: 'sliding-window-counter', rule: Rule.perMinute(3), onStoreError: 'deny' });
+        const decisions = [];
+        for (const [j, now] of readings.entries()) {
+          reading = now;
+          decisions.push(await limiter.tryAcquire(`'\\$1${"'\\".repeat(500 + j)}`));
+        }
+        return decisions;
+      }),
+    );
+    expect(answers[0]!.every((decision) => decision.degraded === undefined)).toBe(true);
+    expect(answers[1]).toEqual(answers[0]);
+  });
 });
