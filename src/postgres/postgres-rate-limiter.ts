@@ -4,7 +4,7 @@ import { type Decision, degrade } from '../core/decision';
 import { coded, rangeError, typeError } from '../core/errors';
 import type { Rule } from '../core/rule';
 import { Closable } from '../core/symbols';
-import { checkPermits, describe, integerIn } from '../core/validate';
+import { checkPermits, checkString, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
 import { MAX_BLOCK_MS } from '../limiter/key-blocks';
 import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
@@ -134,7 +134,8 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.#decideStatement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], $6::text, $7::numeric[])::text[] AS r`;
     this.#manyKeysStatement = `SELECT ${quotedSchema(schema)}.${manyKeysFunction(plan.codec)}($1::text[], $2::numeric[], $3::numeric[], $4::numeric[]) AS r`;
     this.#oneKeyStatement = `SELECT ${quotedSchema(schema)}.${oneKeyFunction(plan.codec)}($1::text, $2::numeric, $3::numeric, $4::numeric[]) AS r`;
-    if (typeof prefix !== 'string') throw typeError(`ratekeeper: \`prefix\` must be a string, got ${describe(prefix)}`);
+    checkString('prefix', prefix);
+    if (prefix.includes('\u0000')) throw typeError(`ratekeeper: \`prefix\` must be a string without U+0000, got ${describe(prefix)}`);
     this.#algorithm = algorithm;
     this.#schema = schema ?? 'ratekeeper';
     this.#prefix = prefix;
@@ -384,9 +385,10 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     return toDecision(checkReply(numbers, 1, 'PostgreSQL'), 0, this.rule.limit);
   }
 
-  /** @throws TypeError unless `key` is a string PostgreSQL text can hold. */
+  /** @throws TypeError unless `key` is a string PostgreSQL text can hold, and well-formed UTF-16 (as every store's keys: see checkString). */
   #checkKey(key: string): void {
     if (typeof key !== 'string' || key.includes('\u0000')) throw typeError(`ratekeeper: \`key\` must be a string without U+0000, got ${describe(key)}`);
+    checkString('key', key);
   }
 
   /** The caller's clock reading, checked (NaN sent to the database would be stored as state), or undefined for the server's. */

@@ -135,6 +135,15 @@ describe.skipIf(!postgresPort)('PostgresRateLimiter', () => {
     const limiter = new PostgresRateLimiter({ client: pool, schema, algorithm: 'fixed-window', rule: Rule.perSecond(3), onStoreError: 'deny' });
     await expect(limiter.tryAcquire('a\u0000b')).rejects.toMatchObject({ name: 'TypeError', message: 'ratekeeper: `key` must be a string without U+0000, got "a\\u0000b"', code: 'ERR_RATEKEEPER_INVALID_ARGUMENT' });
     await expect(limiter.tryAcquire('k', 4)).rejects.toThrow(RangeError);
+    // A lone surrogate has no UTF-8 form: both clients sent U+FFFD, so 'k\uD800' shared the row of 'k\uFFFD'.
+    for (const key of ['k\uD800', 'k\uDFFF', '\uDBFFk']) {
+      await expect(limiter.tryAcquire(key)).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_RATEKEEPER_INVALID_ARGUMENT' });
+      await expect(limiter.peek(key)).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_RATEKEEPER_INVALID_ARGUMENT' });
+      await expect(limiter.charge(key, 1)).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_RATEKEEPER_INVALID_ARGUMENT' });
+    }
+    for (const prefix of ['p\uD800:', 'p\u0000:']) {
+      expect(() => new PostgresRateLimiter({ client: pool, schema, prefix, algorithm: 'fixed-window', rule: Rule.perSecond(3), onStoreError: 'deny' })).toThrow(TypeError);
+    }
     expect(thrown(() => new PostgresRateLimiter({ client: {} as never, algorithm: 'fixed-window', rule: Rule.perSecond(3), onStoreError: 'deny' }))).toMatchObject({ name: 'TypeError', message: 'ratekeeper: `client` must be a pg Pool or Client, or a postgres.js sql, got an object', code: 'ERR_RATEKEEPER_INVALID_ARGUMENT' });
     expect(() => new PostgresRateLimiter({ client: pool, algorithm: 'gcra' as never, rule: Rule.perSecond(3), onStoreError: 'deny' })).toThrow(TypeError);
     expect(() => new PostgresRateLimiter({ client: pool, schema: '', algorithm: 'fixed-window', rule: Rule.perSecond(3), onStoreError: 'deny' })).toThrow(RangeError);
