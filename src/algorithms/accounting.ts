@@ -3,7 +3,8 @@ import { integerIn } from '../core/validate';
 
 /**
  * How far into debt a `charge` may take a key, in whole limits: what a key counts as used never
- * exceeds `(1 + DEBT_LIMITS) × limit`, and the part of a charge beyond that is forgiven.
+ * exceeds `(1 + DEBT_LIMITS) × limit` (nor 2^53 − 1, see `usageBound`), and the part of a charge
+ * beyond that is forgiven.
  *
  * One full limit: enough for a cost learnt late (a reply that used twice its estimate, failures
  * counted past the limit), small enough that every stored number stays within twice what a grant
@@ -12,6 +13,15 @@ import { integerIn } from '../core/validate';
  * its own end.
  */
 export const DEBT_LIMITS = 1;
+
+/**
+ * The most a key may count as used: `(1 + DEBT_LIMITS) × limit`, and never past 2^53 − 1, so that
+ * every count stays exact (limits past 2^52 get less than a full limit of debt). A sum past it
+ * compares as past it even when rounded, since rounding keeps order.
+ */
+export function usageBound(limit: number): number {
+  return Math.min((1 + DEBT_LIMITS) * limit, Number.MAX_SAFE_INTEGER);
+}
 
 /**
  * What a granted reservation remembers, so that a refund later gives back only what is still

@@ -3,12 +3,13 @@ import { floorDiv } from '../core/exact';
 import { canonicalRule, type Rule } from '../core/rule';
 import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
-import { checkCharge, DEBT_LIMITS, type Receipt, type Reserved } from './accounting';
+import { checkCharge, forgive, forgivenCount, type Receipt, type Reserved, usageBound } from './accounting';
 import type { AccountingAlgorithm } from './algorithm';
 
 /** What a window's reservation remembers: the window it was counted in. */
 interface WindowReceipt {
   readonly window: number;
+  readonly forgiven: number;
 }
 
 /**
@@ -64,25 +65,28 @@ export class FixedWindow extends Printable implements AccountingAlgorithm {
     const current = floorDiv(nowMs, windowMs);
     const window = current > this.window || this.count === 0 ? current : this.window;
     const now = Math.max(nowMs, window * windowMs);
-    // Past the limit the amount refuses nothing more, so dropping what passes the bound forgives
-    // nothing and voids no refund: the reservations still counted are at most `limit`, so giving
-    // them all back cannot bring the count under it before the window ends.
+    // What passes the bound is dropped, and voids the receipts issued before. With a bound of twice
+    // the limit that changes no decision (the reservations still counted are at most the limit, so
+    // giving them all back could not bring the count under it before the window ends); past 2^52
+    // the bound is less than that, and a refund could.
     const used = window === this.window ? this.count : 0;
+    const bound = usageBound(limit);
+    if (used + permits > bound) forgive(this);
     this.window = window;
-    this.count = Math.min(used + permits, (1 + DEBT_LIMITS) * limit);
+    this.count = used + permits > bound ? bound : used + permits;
     return allow(limit, 0, Math.ceil((window + 1) * windowMs - now));
   }
 
   reserve(nowMs: number, permits = 1): Reserved {
     const decision = this.tryAcquire(nowMs, permits);
-    const receipt: WindowReceipt | undefined = decision.allowed ? { window: this.window } : undefined;
+    const receipt: WindowReceipt | undefined = decision.allowed ? { window: this.window, forgiven: forgivenCount(this) } : undefined;
     return { decision, receipt };
   }
 
   /** Only from the window the permits were counted in, and only while it lasts. */
   refund(nowMs: number, receipt: Receipt, permits: number): void {
-    const { window } = receipt as WindowReceipt;
-    if (window !== this.window || floorDiv(nowMs, this.rule.windowMs) > window) return;
+    const { window, forgiven } = receipt as WindowReceipt;
+    if (window !== this.window || forgiven !== forgivenCount(this) || floorDiv(nowMs, this.rule.windowMs) > window) return;
     this.count -= Math.min(permits, this.count);
   }
 

@@ -3,7 +3,7 @@ import { floorDiv, mulDivCeil, mulDivFloor } from '../core/exact';
 import { canonicalRule, type Rule } from '../core/rule';
 import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
-import { checkCharge, DEBT_LIMITS, forgive, forgivenCount, type Receipt, type Reserved, stateNow } from './accounting';
+import { checkCharge, forgive, forgivenCount, type Receipt, type Reserved, stateNow, usageBound } from './accounting';
 import type { AccountingAlgorithm } from './algorithm';
 
 /** What a counter's reservation remembers: the window it was counted in. */
@@ -82,7 +82,7 @@ export class SlidingWindowCounter extends Printable implements AccountingAlgorit
     const elapsed = fresh || index > this.window ? nowMs - window * w : Math.max(nowMs - window * w, this.offset);
     const previous = window === this.window ? this.previous : window === this.window + 1 ? this.current : 0;
     const wanted = (window === this.window ? this.current : 0) + permits;
-    const bound = (1 + DEBT_LIMITS) * limit;
+    const bound = usageBound(limit);
     if (wanted > bound) forgive(this);
     this.window = window;
     this.offset = elapsed;

@@ -2,7 +2,7 @@ import { allow, reject, type Decision } from '../core/decision';
 import { canonicalRule, type Rule } from '../core/rule';
 import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
-import { checkCharge, DEBT_LIMITS, forgive, forgivenCount, type Receipt, type Reserved, stateNow } from './accounting';
+import { checkCharge, DEBT_LIMITS, forgive, forgivenCount, type Receipt, type Reserved, stateNow, usageBound } from './accounting';
 import type { AccountingAlgorithm } from './algorithm';
 
 /** What a log's reservation remembers: the time its grant was logged at. */
@@ -72,7 +72,7 @@ export class SlidingWindowLog extends Printable implements AccountingAlgorithm {
     const expired = this.firstAbove(0, now - windowMs, 0);
     const base = expired > 0 ? this.at(expired - 1, 1) : this.dropped;
     const live = this.size > 0 ? this.at(this.size - 1, 1) - base : 0;
-    const room = Math.min((1 + DEBT_LIMITS) * limit, Number.MAX_SAFE_INTEGER) - live;
+    const room = usageBound(limit) - live;
     if (permits > room) forgive(this);
     this.drop(expired, base);
     const logged = room > 0 ? Math.min(permits, room) : 0;

@@ -337,6 +337,27 @@ export function storeConformance(store: StoreUnderTest): void {
         }
       }
 
+      // Twice a limit past 2^52 passes 2^53: the bound stops at 2^53 - 1, so every count stays exact,
+      // and the charge that reaches it voids the reservation made before (its permits may be what was dropped).
+      test.each(['fixed-window', 'sliding-window-counter'] as const)('%s: a limit past 2^52 in debt stays exact, its bound at 2^53 - 1', async (algorithm) => {
+        const limit = Number.MAX_SAFE_INTEGER;
+        const rule = new Rule(limit, 3_600_000);
+        const clock = new ManualClock(0);
+        const memory = new KeyedRateLimiter({ algorithm: () => new twins[algorithm](rule), clock });
+        const limiter = open.limiter({ algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('bound'), timeoutMs: 5_000 }) as AccountingLimiter;
+        const settled = async (target: KeyedRateLimiter | AccountingLimiter) => {
+          await target.tryAcquire('k', limit - 10);
+          const reservation = await target.reserve('k', 10);
+          await target.charge('k', 6);
+          await reservation.cancel();
+          return [await target.peek('k', 0), await target.peek('k')];
+        };
+        const fromMemory = await settled(memory);
+        expect(fromMemory[0]).toMatchObject({ allowed: true, remaining: 0 });
+        expect(fromMemory[1]).toMatchObject({ allowed: false, remaining: 0 });
+        expect(await settled(limiter)).toStrictEqual(fromMemory);
+      });
+
       test.each(algorithmNames)('%s: login protection over the store (peek, charge, block, reset)', async (algorithm) => {
         const limiter = open.limiter({ algorithm, rule: new Rule(3, 3_600_000), onStoreError: 'deny', prefix: uniquePrefix('login'), timeoutMs: 5_000 }) as AccountingLimiter;
         expect(await limiter.peek('alice', 0)).toStrictEqual({ allowed: true, limit: 3, remaining: 3, retryAfterMs: 0, resetAfterMs: 0 });

@@ -33,8 +33,8 @@ const SIGNATURE = `(state numeric[], now numeric, permits numeric, rule numeric[
   OUT next_state numeric[], OUT remaining numeric, OUT retry_after numeric, OUT reset_after numeric, OUT issued numeric[], OUT forgave boolean)
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE`;
 
-/** What a key may count as used, in whole limits: `(1 + DEBT_LIMITS) × limit`, as in memory. */
-const BOUND = `${1 + DEBT_LIMITS}`;
+/** What a key may count as used: `(1 + DEBT_LIMITS) × limit`, never past 2^53 − 1, as `usageBound` in memory. */
+const bound = (limit: string) => `least(${1 + DEBT_LIMITS} * ${limit}, 9007199254740991)`;
 
 const UNKNOWN_OP = `RAISE EXCEPTION 'ratekeeper: unknown operation %', op;`;
 
@@ -94,8 +94,8 @@ END $$;
 
 /**
  * Fixed window: rule = {limit, windowMs}, state = {window index, count in it}. In debt the count
- * passes the limit (up to twice it) until the window ends; past the limit the amount refuses
- * nothing more, so the bound forgives nothing. A receipt is {the window, 0}.
+ * passes the limit (up to twice it, below 2^53) until the window ends; what passes the bound is
+ * dropped and voids the receipts issued before (era). A receipt is {the window, 0}.
  */
 export const FIXED_WINDOW = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_fixed_window${SIGNATURE}
@@ -130,7 +130,9 @@ BEGIN
   IF used + permits > lim THEN
     reset_after := until_next;
     IF op = 'charge' THEN
-      next_state := ARRAY[win, least(used + permits, ${BOUND} * lim)];
+      -- What passes the bound is dropped, and voids the receipts issued before.
+      forgave := used + permits > ${bound('lim')};
+      next_state := ARRAY[win, least(used + permits, ${bound('lim')})];
       remaining := 0;
       retry_after := 0;
     ELSE
@@ -203,7 +205,7 @@ BEGIN
     END IF;
   END LOOP;
   IF op = 'charge' THEN
-    room := least(${BOUND} * lim, 9007199254740991) - live;
+    room := ${bound('lim')} - live;
     forgave := permits > room;
     logged := CASE WHEN room > 0 THEN least(permits, room) ELSE 0 END;
     next_state := coalesce(state[2 * first_live - 1 : 2 * entries], '{}');
@@ -306,8 +308,8 @@ BEGIN
   -- Whole permits left: the limit less the count and the previous window's weight, rounded up.
   available := lim - current - ${schema}.ratekeeper_ceil_div(previous * (w - elapsed), w);
   IF op = 'charge' AND available < permits THEN
-    forgave := current + permits > ${BOUND} * lim;
-    current := least(current + permits, ${BOUND} * lim);
+    forgave := current + permits > ${bound('lim')};
+    current := least(current + permits, ${bound('lim')});
     next_state := ARRAY[win, previous, current, elapsed];
     remaining := greatest(0, lim - current - ${schema}.ratekeeper_ceil_div(previous * (w - elapsed), w));
     retry_after := 0;

@@ -6,7 +6,7 @@ import { FLOOR_DIV, FOREIGN, blockedAnswer, readTail } from './prelude';
  * to (window i covers [i·windowMs, (i+1)·windowMs)) and the permits counted in it; once blocked or
  * reserved, the tail of two more (see `readTail` in prelude.ts). ARGV[1..2]: limit, windowMs.
  *
- * In debt (a charge) the count passes the limit, up to twice it, and refuses every request until
+ * In debt (a charge) the count passes the limit, up to twice it (below 2^53), and refuses every request until
  * the window ends; a reservation's receipt is its window, and a refund takes permits off the count
  * only while that window lasts.
  */
@@ -77,8 +77,8 @@ local function stamped(key, stamp)
   return stamp_string(key, 16, stamp)
 end
 
--- Never refused. Past the limit the amount refuses nothing more, so what passes twice the limit is
--- dropped without voiding a receipt: the reservations still counted are at most the limit.
+-- Never refused. What passes the bound (twice the limit, never past 2^53 - 1, as usageBound in
+-- src/algorithms/accounting.ts) is dropped and voids the receipts issued before.
 function OPERATIONS.charge(key, now, server_now, permits)
   permits = tonumber(permits)
   local fits = charged_as_granted(key, now, permits, server_now)
@@ -90,7 +90,12 @@ function OPERATIONS.charge(key, now, server_now, permits)
   local used = 0
   if window == stored then used = count end
   local until_next = math.ceil((window + 1) * window_ms - at)
-  local state = struct.pack('<dd', window, math.min(used + permits, 2 * limit))
+  local wanted, bound = used + permits, math.min(2 * limit, 9007199254740991)
+  if wanted > bound then
+    wanted = bound
+    stamp = 0
+  end
+  local state = struct.pack('<dd', window, wanted)
   if block then state = state .. struct.pack('<dd', block, stamp) end
   redis.call('SET', key, state, 'PX', ms(expiry(key, until_next, block, at)))
   return decision(true, 0, 0, until_next)

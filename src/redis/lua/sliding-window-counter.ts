@@ -115,7 +115,8 @@ local function stamped(key, stamp)
   return stamp_string(key, 32, stamp)
 end
 
--- Never refused: what goes past twice the limit is forgiven, which voids the receipts issued before.
+-- Never refused: what goes past twice the limit (never past 2^53 - 1, as usageBound in
+-- src/algorithms/accounting.ts) is forgiven, which voids the receipts issued before.
 function OPERATIONS.charge(key, now, server_now, permits)
   permits = tonumber(permits)
   local fits = charged_as_granted(key, now, permits, server_now)
@@ -123,7 +124,7 @@ function OPERATIONS.charge(key, now, server_now, permits)
   local stored, stored_previous, stored_current, stored_offset, block, stamp = counted(key)
   ${ROLLED}
   local wanted = current + permits
-  local bound = 2 * limit
+  local bound = math.min(2 * limit, 9007199254740991)
   if wanted > bound then
     wanted = bound
     stamp = 0
