@@ -51,6 +51,31 @@ export function forgive(state: object): void {
   forgiven.set(state, forgivenCount(state) + 1);
 }
 
+// A refund lowers the deficit a later refund is measured against, as refill does, so a key counts the
+// units its refunds gave back, and a receipt records that count (see TokenBucket.refund). Kept
+// beside the state too, for the keys that ever get a refund only.
+const credited = new WeakMap<object, number>();
+
+/** The units the refunds on `state` have given back, since it began or its receipts were last voided for the count. */
+export function creditedCount(state: object): number {
+  return credited.get(state) ?? 0;
+}
+
+/**
+ * Adds `units` a refund gave back to the count of `state`. Past 2^53 − 1 (absurd rules, or
+ * astronomically many refunds) the count would round: the receipts issued so far are voided
+ * instead ({@link forgive}) and the count starts again at 0.
+ */
+export function credit(state: object, units: number): void {
+  const count = creditedCount(state);
+  if (units > Number.MAX_SAFE_INTEGER - count) {
+    forgive(state);
+    credited.set(state, 0);
+  } else {
+    credited.set(state, count + units);
+  }
+}
+
 /** Checks the permits of a charge: any positive safe integer, the limit included or not. */
 export function checkCharge(permits: number): void {
   if (!(Number.isInteger(permits) && permits >= 1 && permits <= Number.MAX_SAFE_INTEGER)) {

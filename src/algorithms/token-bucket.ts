@@ -3,19 +3,21 @@ import { ceilDiv, floorDiv, gcd } from '../core/exact';
 import { sharedPerRule, type Rule } from '../core/rule';
 import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
-import { checkCharge, DEBT_LIMITS, forgive, forgivenCount, type Receipt, type Reserved } from './accounting';
+import { checkCharge, credit, creditedCount, DEBT_LIMITS, forgive, forgivenCount, type Receipt, type Reserved } from './accounting';
 import type { AccountingAlgorithm } from './algorithm';
 import { refill, until } from './wide-bucket';
 
 /**
  * What a bucket's reservation remembers: the state right after the grant (scaled units, or for a
- * wide plan whole tokens and the units toward the next), and when.
+ * wide plan whole tokens and the units toward the next), when, and the units the key's refunds had
+ * given back by then.
  */
 interface BucketReceipt {
   readonly at: number;
   readonly units: number;
   readonly partial: number;
   readonly forgiven: number;
+  readonly credited: number;
 }
 
 // Tokens are counted in scaled units so that refill is whole numbers on an integer clock: with the
@@ -127,17 +129,20 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
   reserve(nowMs: number, permits = 1): Reserved {
     const decision = this.tryAcquire(nowMs, permits);
     if (!decision.allowed) return { decision, receipt: undefined };
-    const receipt: BucketReceipt = { at: this.last, units: this.units, partial: this.partial, forgiven: forgivenCount(this) };
+    const receipt: BucketReceipt = { at: this.last, units: this.units, partial: this.partial, forgiven: forgivenCount(this), credited: creditedCount(this) };
     return { decision, receipt };
   }
 
   /**
-   * The deficit the grant left shrinks by refill whatever else happens, so what is still owed is
-   * that deficit less the refill since: giving back more would credit what time already repaid
-   * (spend 5 of 10, refill to full, spend 8: a late refund of 5 must give back nothing).
+   * What is still owed is at most the least deficit since the grant. Only refill and refunds lower a
+   * deficit, so that least one is at least the deficit the grant left, less the refill since (spend 5
+   * of 10, refill to full, spend 8: a late refund of 5 must give back nothing), less what the key's
+   * other refunds gave back since (reserve 5 twice, cancel one, refill 3, spend 8: cancelling the
+   * other must give back only 2). A wide plan does not count what refunds gave back: each refund
+   * voids the receipts issued before it instead.
    */
   refund(nowMs: number, receipt: Receipt, permits: number): void {
-    const { at, units, partial, forgiven } = receipt as BucketReceipt;
+    const { at, units, partial, forgiven, credited } = receipt as BucketReceipt;
     const { limit, perMs, perToken, capacity } = this.plan;
     if (forgiven !== forgivenCount(this)) return;
     const now = nowMs > this.last ? nowMs : this.last;
@@ -152,11 +157,14 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
       if (tokens > 0 && owed > limit - tokens) [tokens, part] = [limit, 0];
       else [tokens, part] = part < less ? [tokens + owed - 1, part - less + perToken] : [tokens + owed, part - less];
       [this.units, this.partial] = tokens < limit ? [tokens, part] : [limit, 0];
+      forgive(this);
     } else {
-      const owed = Math.min(permits * perToken, capacity - units - (now - at) * perMs);
+      const owed = Math.min(permits * perToken, capacity - units - (now - at) * perMs - (creditedCount(this) - credited));
       if (owed <= 0) return;
-      const refilled = this.unitsAt(now) + owed;
+      const held = this.unitsAt(now);
+      const refilled = held + owed;
       this.units = refilled < capacity ? refilled : capacity;
+      credit(this, this.units - held);
     }
     this.last = now;
   }

@@ -1,6 +1,6 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
-import { KeyedRateLimiter, ManualClock, Rule, type Decision, type PeekableAlgorithm } from '../../src/index';
+import { KeyedRateLimiter, ManualClock, Rule, type Decision, type PeekableAlgorithm, type Reservation } from '../../src/index';
 import { algorithms, composites } from '../support/algorithms';
 
 // The laws of API.md "Managing keys and settling costs", for every algorithm and for composites,
@@ -225,6 +225,73 @@ describe.each([...algorithms, ...composites])('$name', ({ make }) => {
       }
     },
   );
+
+  test.prop([
+    caseArb,
+    fc.integer({ min: 0, max: 6 }),
+    fc.array(
+      fc.record({
+        dt: fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 0, max: 40 }), fc.integer({ min: 0, max: 3000 })),
+        kind: fc.constantFrom('reserve' as const, 'reserve' as const, 'settle' as const, 'settle' as const, 'acquire' as const),
+        size: fc.integer({ min: 1, max: 1_000_000 }),
+        pick: fc.nat(),
+      }),
+      { minLength: 2, maxLength: 14 },
+    ),
+    fc.integer({ min: 1, max: 1_000_000 }),
+    fc.nat(),
+    fc.array(fc.integer({ min: 0, max: 3000 }), { maxLength: 6 }),
+  ], { numRuns: 1000 })(
+    'with other reservations granted and refunded around it, a refund never leaves the key better off than a twin that never made that reservation',
+    (c, targetAt, steps, size, refundSize, pauses) => {
+      const { limit } = c.rule;
+      const real = build(c);
+      const twin = build(c);
+      let target: Reservation | undefined;
+      // The other reservations, each with its twin's: the twin is given exactly the grants the real key got, and the same refunds.
+      const open: { real: Reservation; twin: Reservation; permits: number }[] = [];
+      steps.forEach(({ dt, kind, size: stepSize, pick }, i) => {
+        real.clock.advance(dt);
+        twin.clock.advance(dt);
+        if (i === targetAt) {
+          target = real.limiter.reserve('k', sizeOf(c.rule, size));
+          if (!target.decision.allowed) target = undefined;
+        }
+        const permits = sizeOf(c.rule, stepSize);
+        if (kind === 'acquire') {
+          if (real.limiter.tryAcquire('k', permits).allowed) expect(twin.limiter.tryAcquire('k', permits).allowed).toBe(true);
+        } else if (kind === 'reserve') {
+          const granted = real.limiter.reserve('k', permits);
+          if (granted.decision.allowed) open.push({ real: granted, twin: twin.limiter.reserve('k', permits), permits });
+        } else if (open.length > 0) {
+          const [settled] = open.splice(pick % open.length, 1);
+          settled!.real.settle(pick % settled!.permits);
+          settled!.twin.settle(pick % settled!.permits);
+        }
+      });
+      if (target === undefined) return;
+      target.settle(refundSize % sizeOf(c.rule, size));
+      for (const pause of [0, ...pauses]) {
+        real.clock.advance(pause);
+        twin.clock.advance(pause);
+        for (let p = 1; p <= Math.min(limit, 8); p++) expectNoBetter(real.limiter.peek('k', p), twin.limiter.peek('k', p));
+      }
+    },
+  );
+
+  test('the refund of a reservation another refund overtook gives back no more than is still counted (issue 13)', () => {
+    const clock = new ManualClock(0);
+    const limiter = new KeyedRateLimiter({ algorithm: () => make(new Rule(10, 10)) as PeekableAlgorithm, clock });
+    const twin = new KeyedRateLimiter({ algorithm: () => make(new Rule(10, 10)) as PeekableAlgorithm, clock });
+    const b = limiter.reserve('k', 5);
+    const a = limiter.reserve('k', 5);
+    twin.reserve('k', 5).cancel();
+    b.cancel();
+    clock.advance(3);
+    if (limiter.tryAcquire('k', 8).allowed) expect(twin.tryAcquire('k', 8).allowed).toBe(true);
+    a.cancel();
+    for (let p = 1; p <= 10; p++) expectNoBetter(limiter.peek('k', p), twin.peek('k', p));
+  });
 
   test.prop([caseArb, fc.integer({ min: 1, max: 1_000_000 })])('a reservation settles once; a refused one changes nothing', (c, size) => {
     const permits = sizeOf(c.rule, size);
