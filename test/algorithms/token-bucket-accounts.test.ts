@@ -20,13 +20,23 @@ const ceil = (n: bigint, d: bigint) => (n <= 0n ? -(-n / d) : (n + d - 1n) / d);
 const floor = (n: bigint, d: bigint) => (n >= 0n ? n / d : -((-n + d - 1n) / d));
 const atLeast0 = (n: bigint) => (n > 0n ? n : 0n);
 
-/** The contract's bucket with debt and receipts, in exact integers. */
+/**
+ * The contract's bucket with debt and receipts, in exact integers. A refund gives back at most the
+ * deficit the grant left less the refill since and less what other refunds gave back since: the
+ * bucket counts that in its scaled units (these units divided by the gcd), voiding its receipts
+ * instead past 2^53 - 1; a wide bucket voids them at every refund that owes something.
+ */
 class BigBucket {
   level: bigint;
   last: bigint | undefined;
   forgiven = 0;
+  credited = 0n;
+  readonly scale: bigint;
+  readonly wide: boolean;
   constructor(readonly limit: bigint, readonly w: bigint) {
     this.level = limit * w;
+    this.scale = BigInt(gcdOf(Number(limit), Number(w)));
+    this.wide = (2n * limit * w) / this.scale > BigInt(MAX);
   }
   get capacity(): bigint {
     return this.limit * this.w;
@@ -60,18 +70,31 @@ class BigBucket {
     [this.level, this.last] = [wanted < bound ? bound : wanted, now];
     return this.state(this.level);
   }
-  reserve(nowMs: bigint, permits: bigint): { decision: Exact; receipt: { at: bigint; level: bigint; forgiven: number } | undefined } {
+  reserve(nowMs: bigint, permits: bigint): { decision: Exact; receipt: BigReceipt | undefined } {
     const decision = this.decide(nowMs, permits, true);
-    return { decision, receipt: decision.allowed ? { at: this.last as bigint, level: this.level, forgiven: this.forgiven } : undefined };
+    return { decision, receipt: decision.allowed ? { at: this.last as bigint, level: this.level, forgiven: this.forgiven, credited: this.credited } : undefined };
   }
-  refund(nowMs: bigint, receipt: { at: bigint; level: bigint; forgiven: number }, permits: bigint): void {
+  refund(nowMs: bigint, receipt: BigReceipt, permits: bigint): void {
     if (receipt.forgiven !== this.forgiven) return;
     const now = this.at(nowMs);
-    const owed = [permits * this.w, this.capacity - receipt.level - (now - receipt.at) * this.limit].reduce((a, b) => (a < b ? a : b));
+    const deficit = this.capacity - receipt.level - (now - receipt.at) * this.limit - (this.credited - receipt.credited) * this.scale;
+    const owed = permits * this.w < deficit ? permits * this.w : deficit;
     if (owed <= 0n) return;
-    const units = this.levelAt(now) + owed;
+    const held = this.levelAt(now);
+    const units = held + owed;
     [this.level, this.last] = [units < this.capacity ? units : this.capacity, now];
+    const gained = (this.level - held) / this.scale;
+    if (this.wide) this.forgiven++;
+    else if (gained > BigInt(MAX) - this.credited) [this.forgiven, this.credited] = [this.forgiven + 1, 0n];
+    else this.credited += gained;
   }
+}
+
+interface BigReceipt {
+  readonly at: bigint;
+  readonly level: bigint;
+  readonly forgiven: number;
+  readonly credited: bigint;
 }
 
 const exact = ({ allowed, remaining, retryAfterMs, resetAfterMs }: Decision): Exact => ({
