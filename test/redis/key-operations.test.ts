@@ -234,6 +234,11 @@ describe.skipIf(!redisPort)('key operations over Redis', () => {
       // (To a fixed window, 16 bytes of zeros are its own state of a window with nothing counted.)
       ['an older bucket of 16 bytes', (key) => redis.set(key, Buffer.alloc(16)), algorithmNames.filter((name) => name !== 'fixed-window')],
       ['a sorted set of foreign members', (key) => redis.zadd(key, 1, 'member')],
+      // The tail of a bucket whose refunds gave something back holds a third double: a count, 0 to 2^53 - 1.
+      ['a bucket whose count of units given back is negative', (key) => redis.set(key, doubles(60_000, 0, 0, -Infinity, 1, -1)), ['token-bucket', 'leaky-bucket']],
+      ['a bucket whose count of units given back is NaN', (key) => redis.set(key, doubles(60_000, 0, 0, -Infinity, 1, NaN)), ['token-bucket', 'leaky-bucket']],
+      ['a bucket whose count of units given back passes 2^53 - 1', (key) => redis.set(key, doubles(60_000, 0, 0, -Infinity, 1, 2 ** 53)), ['token-bucket', 'leaky-bucket']],
+      ['a tail of four doubles', (key) => redis.set(key, doubles(60_000, 0, 0, -Infinity, 1, 0, 0))],
     ];
     for (const [name, write, algorithms = algorithmNames] of foreign) {
       test.each(algorithms)(`%s: ${name}`, async (algorithm) => {

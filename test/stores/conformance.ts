@@ -371,6 +371,27 @@ export function storeConformance(store: StoreUnderTest): void {
         expect(await limiter.peek('alice', 0)).toStrictEqual({ allowed: true, limit: 3, remaining: 3, retryAfterMs: 0, resetAfterMs: 0 });
       });
 
+      // Issue 13: a refund measured its debt against refill alone, and B's refund had already given
+      // back part of what A's grant left short (a twin that never reserved A holds 2).
+      test.each(algorithmNames)('%s: reserve B, reserve A, cancel B, refill, spend, cancel A: decides as in memory, a bucket no better off than without A', async (algorithm) => {
+        const rule = new Rule(10, 10_000);
+        const clock = new ManualClock(0);
+        const memory = new KeyedRateLimiter({ algorithm: () => new twins[algorithm](rule), clock });
+        const limiter = open.limiter({ algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('overtaken'), timeoutMs: 5_000 }) as AccountingLimiter;
+        const b = [memory.reserve('k', 5), await limiter.reserve('k', 5)] as const;
+        const a = [memory.reserve('k', 5), await limiter.reserve('k', 5)] as const;
+        expect(a[1].decision).toStrictEqual(a[0].decision);
+        b[0].cancel();
+        await b[1].cancel();
+        clock.advance(3_000);
+        expect(await limiter.tryAcquire('k', 8)).toStrictEqual(memory.tryAcquire('k', 8));
+        a[0].cancel();
+        await a[1].cancel();
+        const now = await limiter.peek('k', 0);
+        expect(now).toStrictEqual(memory.peek('k', 0));
+        if (algorithm === 'token-bucket' || algorithm === 'leaky-bucket') expect(now.remaining).toBe(2);
+      });
+
       test.each(algorithmNames)('%s: a reservation cancelled at once gives back everything, and settles once', async (algorithm) => {
         const limiter = open.limiter({ algorithm, rule: new Rule(10, 1e12), onStoreError: 'deny', prefix: uniquePrefix('cancel'), timeoutMs: 5_000 }) as AccountingLimiter;
         const reservation = await limiter.reserve('k', 4);

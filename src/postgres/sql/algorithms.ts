@@ -11,7 +11,7 @@
 // - 'charge': never refused, into debt at most one full limit deep (DEBT_LIMITS); `forgave` says the
 //   bound dropped part of it, which voids the receipts issued before (see ratekeeper_decide);
 // - 'refund': gives back up to `permits` of the reservation whose receipt is `receipt`, only what is
-//   still counted, then answers the state now.
+//   still counted, then answers the state now; the token bucket's says in `issued` what it gave back.
 // Every answer is {remaining, retryAfterMs (0: allowed), resetAfterMs}. Blocks are not the codecs'
 // business: ratekeeper_decide keeps them in their own column.
 
@@ -41,8 +41,12 @@ const UNKNOWN_OP = `RAISE EXCEPTION 'ratekeeper: unknown operation %', op;`;
 /**
  * Token bucket (and leaky bucket) in scaled units: rule = {limit, perMs, perToken}, state = {units
  * left, time they were counted at}. In debt the units go below zero, one full bucket at most. A
- * receipt is {the time of the grant, the deficit it left}: refill repays that deficit whatever else
- * happens, so a refund gives back at most what refill has not repaid yet.
+ * receipt is {the time of the grant, the deficit it left}: refill and refunds are all that repay a
+ * deficit, so a refund gives back at most what refill has not repaid yet, less what the key's other
+ * refunds gave back since (ratekeeper_decide counts those, in the row's \`credited\`, and takes them
+ * off the deficit it passes). A refund answers in \`issued\` the units it gave back; on a wide bucket
+ * (a capacity past 2^52 units, see Plan.wide in src/algorithms/token-bucket.ts) it voids the receipts
+ * issued before (\`forgave\`) instead, as in memory.
  */
 export const TOKEN_BUCKET = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_token_bucket${SIGNATURE}
@@ -69,6 +73,8 @@ BEGIN
   ELSIF op = 'refund' THEN
     owed := least(cost, receipt[2] - (now - receipt[1]) * per_ms);
     IF owed > 0 THEN
+      issued := ARRAY[least(units + owed, capacity) - units];
+      forgave := 2 * capacity > 9007199254740991;
       units := least(units + owed, capacity);
       next_state := ARRAY[units, now];
     END IF;

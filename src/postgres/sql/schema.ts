@@ -12,7 +12,9 @@ import { ONE_KEY } from './one-key';
  * server's, or the caller's readings; null when never blocked), and `era`, which tells a
  * reservation's receipt whether the state it was issued from is still the key's: a row gets a new
  * era when it is (re)born, a transaction id, which no later row of the key can have again, and when
- * a charge reaches the debt bound (which voids the receipts issued before, as in memory).
+ * a charge reaches the debt bound (which voids the receipts issued before, as in memory); and
+ * `credited`, the units a token bucket's refunds have given back in this era (0 for the other
+ * algorithms), which a receipt records and a later refund takes off what it owes.
  *
  * UNLOGGED: rate-limit state is worth less than the write-ahead log it would cost on every
  * decision; a crash empties the table (every key starts over, as after a Redis restart without
@@ -36,6 +38,7 @@ ALTER TABLE ${schema}.ratekeeper_state SET (fillfactor = 50);
 ALTER TABLE ${schema}.ratekeeper_state ALTER COLUMN state DROP NOT NULL;
 ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN IF NOT EXISTS blocked_until numeric;
 ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN IF NOT EXISTS era numeric NOT NULL DEFAULT pg_current_xact_id()::text::numeric;
+ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN IF NOT EXISTS credited numeric NOT NULL DEFAULT 0;
 
 CREATE INDEX IF NOT EXISTS ratekeeper_state_expires_at ON ${schema}.ratekeeper_state (expires_at);
 `;
@@ -60,8 +63,9 @@ const PREVIOUS = (schema: string) =>
  * resetAfterMs). `op` is a codec's operation ('acquire', 'peek', 'charge', 'reserve', 'refund'),
  * 'block' (permits[i] is the block's duration) or 'reset'. Only 'acquire' is batched; the others
  * come one key at a time. 'reserve' adds the receipt after its three numbers: the row's era and the
- * codec's two numbers; 'refund' is given that receipt, and gives nothing back unless the row is still
- * in that era (the key was not reset, did not expire, and no charge reached the debt bound since).
+ * codec's two numbers, the second plus the row's `credited`; 'refund' is given that receipt, and
+ * gives nothing back unless the row is still in that era (the key was not reset, did not expire, no
+ * charge reached the debt bound since, and for a token bucket no refund voided the receipts).
  *
  * - Each call locks its key's row (`FOR UPDATE`; a peek, which writes nothing, `FOR SHARE`) and only
  *   then reads the clock, so whoever holds the lock next reads a later time: time never runs
@@ -93,6 +97,7 @@ DECLARE
   expires bigint;
   blocked numeric;
   row_era numeric;
+  row_credited numeric;
   existed boolean;
   server_now bigint;
   now numeric;
@@ -114,14 +119,14 @@ BEGIN
     k := keys[i];
     LOOP
       IF op = 'peek' THEN
-        SELECT s.state, s.expires_at, s.blocked_until, s.era INTO old, expires, blocked, row_era FROM ${schema}.ratekeeper_state s WHERE s.key = k FOR SHARE;
+        SELECT s.state, s.expires_at, s.blocked_until, s.era, s.credited INTO old, expires, blocked, row_era, row_credited FROM ${schema}.ratekeeper_state s WHERE s.key = k FOR SHARE;
       ELSE
-        SELECT s.state, s.expires_at, s.blocked_until, s.era INTO old, expires, blocked, row_era FROM ${schema}.ratekeeper_state s WHERE s.key = k FOR UPDATE;
+        SELECT s.state, s.expires_at, s.blocked_until, s.era, s.credited INTO old, expires, blocked, row_era, row_credited FROM ${schema}.ratekeeper_state s WHERE s.key = k FOR UPDATE;
       END IF;
       existed := FOUND;
       server_now := floor(extract(epoch FROM clock_timestamp()) * 1000);
       now := coalesce(nows[i], server_now);
-      IF NOT existed OR expires <= server_now THEN old := NULL; blocked := NULL; row_era := NULL; END IF;
+      IF NOT existed OR expires <= server_now THEN old := NULL; blocked := NULL; row_era := NULL; row_credited := 0; END IF;
       -- A log whose last grant was given back holds no entry: a fresh state, as a null one is.
       IF cardinality(old) = 0 THEN old := NULL; END IF;
       codec_op := op;
@@ -140,7 +145,9 @@ BEGIN
         amount := 0;
       END IF;
       IF algorithm = 'token-bucket' THEN
-        step := ${schema}.ratekeeper_token_bucket(old, now, amount, rule, codec_op, receipt[2:3]);
+        -- The deficit the grant left, less what other refunds gave back since (the receipt's second
+        -- number is that deficit plus the units given back by the grant).
+        step := ${schema}.ratekeeper_token_bucket(old, now, amount, rule, codec_op, ARRAY[receipt[2], receipt[3] - row_credited]);
       ELSIF algorithm = 'fixed-window' THEN
         step := ${schema}.ratekeeper_fixed_window(old, now, amount, rule, codec_op, receipt[2:3]);
       ELSIF algorithm = 'sliding-window-log' THEN
@@ -151,17 +158,27 @@ BEGIN
         RAISE EXCEPTION 'ratekeeper: unknown algorithm %', algorithm;
       END IF;
       EXIT WHEN step.next_state IS NULL AND op <> 'block';
+      -- What a token bucket's refund gave back is counted; past 2^53 - 1, as in memory, the receipts
+      -- are voided instead and the count starts again at 0.
+      IF codec_op = 'refund' AND NOT step.forgave AND step.issued IS NOT NULL THEN
+        IF step.issued[1] > 9007199254740991 - row_credited THEN
+          row_era := NULL;
+          row_credited := 0;
+        ELSE
+          row_credited := row_credited + step.issued[1];
+        END IF;
+      END IF;
       IF row_era IS NULL OR step.forgave THEN row_era := pg_current_xact_id()::text::numeric; END IF;
       -- The row lives until the key is as new (its debt repaid, its block over), plus the slack (the
       -- rule's last number), rounded up to a whole second (see the table).
       until := ceil((server_now + greatest(step.reset_after, blocked - now) + rule[array_upper(rule, 1)]) / 1000.0) * 1000;
       IF existed THEN
         UPDATE ${schema}.ratekeeper_state
-        SET state = coalesce(step.next_state, old), expires_at = greatest(expires, until), blocked_until = blocked, era = row_era
+        SET state = coalesce(step.next_state, old), expires_at = greatest(expires, until), blocked_until = blocked, era = row_era, credited = row_credited
         WHERE key = k;
         EXIT;
       END IF;
-      INSERT INTO ${schema}.ratekeeper_state (key, state, expires_at, blocked_until, era) VALUES (k, step.next_state, until, blocked, row_era)
+      INSERT INTO ${schema}.ratekeeper_state (key, state, expires_at, blocked_until, era, credited) VALUES (k, step.next_state, until, blocked, row_era, row_credited)
       ON CONFLICT (key) DO NOTHING;
       IF FOUND THEN
         inserted := inserted + 1;
@@ -186,7 +203,7 @@ BEGIN
       SELECT ctid FROM ${schema}.ratekeeper_state WHERE expires_at <= server_now ORDER BY expires_at LIMIT 2 * inserted FOR UPDATE SKIP LOCKED));
   END IF;
   IF op = 'reserve' THEN
-    RETURN reply || ARRAY[coalesce(row_era, 0), coalesce(step.issued[1], 0), coalesce(step.issued[2], 0)];
+    RETURN reply || ARRAY[coalesce(row_era, 0), coalesce(step.issued[1], 0), coalesce(step.issued[2], 0) + row_credited];
   END IF;
   RETURN reply;
 END $$;

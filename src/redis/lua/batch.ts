@@ -41,6 +41,9 @@ local operation = ARGV[${ruleArgs} + 1]
 -- An operation's name starts with a letter, the permits of a decision with a digit.
 if operation and string.byte(operation) > 57 then
   local OPERATIONS = {}
+  -- An algorithm's operations may set it: the third number of a receipt, from the key as the grant
+  -- left it and the one decide gave, for what a receipt needs that decide does not read.
+  local receipt_third
   ${OPERATION_PRELUDE}
   -- A charge the limit has room for is spent exactly as tryAcquire's grant would be (a block aside):
   -- its decision, or nil when it goes into debt.
@@ -59,6 +62,7 @@ if operation and string.byte(operation) > 57 then
     local granted, remaining, retry, reset, a, b, c, stamp = decide(key, now, tonumber(permits), server_now, 'reserve')
     if not granted then return { decision(false, remaining, retry, reset) } end
     if stamp == 0 then stamp = stamped(key, tonumber(nonce)) end
+    if receipt_third then c = receipt_third(key, c) end
     return { decision(true, remaining, 0, reset), string.format('%.17g %.17g %.17g %.17g', a, b, c, stamp) }
   end
   function OPERATIONS.reset(key)

@@ -32,11 +32,21 @@ export const FOREIGN = "error('ratekeeper: the key holds a value that is not a s
  * is apart from the counts, so no spend, charge or refund touches it. A stamp is a whole number
  * below 2^52 and a block end no NaN: what decodes otherwise is not ours. Inline (and so in a
  * decision's branch for keys with a tail only), so a decision defines no function for it.
+ *
+ * Where `credits` (Lua) is true, the tail may hold a third double once a refund gave something
+ * back: the units the key's refunds have given back (see the token bucket's refund), from 0 to
+ * 2^53 - 1, read by `tail_of` only.
  */
-export function readTail(state: string, bytes: number | string): string {
-  return `if #${state} ~= ${bytes} + 16 then error('ratekeeper: the key holds ' .. #${state} .. ' bytes, not a state of this algorithm') end
+export function readTail(state: string, bytes: number | string, credits?: string): string {
+  const size = credits === undefined ? `#${state} ~= ${bytes} + 16` : `#${state} ~= ${bytes} + 16 and not (${credits} and #${state} == ${bytes} + 24)`;
+  return `if ${size} then error('ratekeeper: the key holds ' .. #${state} .. ' bytes, not a state of this algorithm') end
     block, stamp = struct.unpack('<dd', ${state}, ${bytes} + 1)
-    if not (stamp >= 0 and stamp <= 4503599627370496 and stamp % 1 == 0 and block == block and block < math.huge) then ${FOREIGN} end`;
+    if not (stamp >= 0 and stamp <= 4503599627370496 and stamp % 1 == 0 and block == block and block < math.huge) then ${FOREIGN} end${
+      credits === undefined
+        ? ''
+        : `
+    if #${state} == ${bytes} + 24 and not (struct.unpack('<d', ${state}, ${bytes} + 17) >= 0 and struct.unpack('<d', ${state}, ${bytes} + 17) <= 9007199254740991) then ${FOREIGN} end`
+    }`;
 }
 
 /**
@@ -140,12 +150,14 @@ end
  * that a decision's script run defines nothing more than before.
  */
 export const OPERATION_PRELUDE = `
--- The tail of a string state (see readTail): block end (nil without a tail) and stamp.
-local function tail_of(state, bytes)
-  if #state == bytes then return nil, 0 end
+-- The tail of a string state (see readTail): block end (nil without a tail), stamp, and where
+-- \`credits\` the units the key's refunds have given back (0 until one did).
+local function tail_of(state, bytes, credits)
+  if #state == bytes then return nil, 0, 0 end
   local block, stamp
-  ${readTail('state', 'bytes')}
-  return block, stamp
+  ${readTail('state', 'bytes', 'credits')}
+  if #state == bytes + 16 then return block, stamp, 0 end
+  return block, stamp, (struct.unpack('<d', state, bytes + 17))
 end
 -- One decision as a reply entry (see batchScript).
 local function decision(granted, remaining, retry, reset)
@@ -164,20 +176,22 @@ local function expiry(key, need, block, now)
 end
 
 -- Blocks a string key until now + duration, unless it already is for longer; the counters (\`fresh\`
--- for a key not yet stored) are kept as they are: a block spends nothing.
-local function block_string(key, now, duration, bytes, fresh)
+-- for a key not yet stored) are kept as they are, and what the tail holds past the stamp (see
+-- tail_of): a block spends nothing.
+local function block_string(key, now, duration, bytes, fresh, credits)
   local state = redis.call('GET', key)
-  local block, stamp = -math.huge, 0
+  local block, stamp, rest = -math.huge, 0, ''
   if state then
-    local stored_block, stored_stamp = tail_of(state, bytes)
+    local stored_block, stored_stamp = tail_of(state, bytes, credits)
     if stored_block then block, stamp = stored_block, stored_stamp end
+    rest = string.sub(state, bytes + 17)
     state = string.sub(state, 1, bytes)
   else
     state = fresh
   end
   local ends = now + duration
   if block >= ends then return 'OK' end
-  redis.call('SET', key, state .. struct.pack('<dd', ends, stamp), 'PX', ms(expiry(key, 0, ends, now)))
+  redis.call('SET', key, state .. struct.pack('<dd', ends, stamp) .. rest, 'PX', ms(expiry(key, 0, ends, now)))
   return 'OK'
 end
 

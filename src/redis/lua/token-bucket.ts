@@ -20,8 +20,10 @@ import { CEIL_DIV, FLOOR_DIV, FOREIGN, MUL_DIV, blockedAnswer, readTail } from '
  * idle key outlives its full bucket by at most `slack`. Expiries are on the server's clock.
  *
  * In debt (a charge) the units go below zero, down to one full bucket below; a reservation's
- * receipt is the units left right after its grant and when, and a refund gives back only the part
- * of that deficit refill has not repaid since, as in memory.
+ * receipt is the units left right after its grant, when, and the units the key's refunds had given
+ * back by then, and a refund gives back only the part of that deficit neither refill nor other
+ * refunds have repaid since, as in memory. The units refunds give back are counted in the tail, a
+ * third double once a refund gave something (a bucket that is not wide only).
  */
 export const TOKEN_BUCKET = `${FLOOR_DIV}${CEIL_DIV}${MUL_DIV}
 local per_ms, per_token, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -120,7 +122,7 @@ local function decide(key, now, permits, server_now, mode)
       units, last, expires = struct.unpack('<ddd', state)
     else
       units, last, expires = unpacked(string.sub(state, 1, 24), '<ddd', 24)
-      ${readTail('state', 24)}
+      ${readTail('state', 24, 'true')}
     end
     -- What no bucket holds (NaN, more than full, deeper than the debt bound) is a foreign value.
     if not (units <= capacity and units >= -capacity and last < math.huge) then ${FOREIGN} end
@@ -147,9 +149,9 @@ local function decide(key, now, permits, server_now, mode)
   if server_now + reset + slack / 2 <= expires then
     redis.call('SETRANGE', key, 0, struct.pack('<dd', left, now))
   elseif block then
-    -- A charge may spend while blocked: the expiry still covers the block.
+    -- A charge may spend while blocked: the expiry still covers the block. The tail stays as it is.
     local ttl = math.max(reset + slack, math.ceil(block - now))
-    redis.call('SET', key, struct.pack('<ddddd', left, now, server_now + ttl - 1, block, stamp), 'PX', ms(ttl))
+    redis.call('SET', key, struct.pack('<ddd', left, now, server_now + ttl - 1) .. string.sub(state, 25), 'PX', ms(ttl))
   else
     -- Recorded 1 ms short: Redis may count the expiry from a millisecond before server_now.
     redis.call('SET', key, struct.pack('<ddd', left, now, server_now + reset + slack - 1), 'PX', ms(reset + slack))
@@ -161,21 +163,22 @@ end
 /** The operations on one key (see batchScript), defined only when a call names one. */
 export const TOKEN_BUCKET_OPERATIONS = `
 -- The bucket as an operation reads it: units (for a wide bucket whole tokens, then the units toward
--- the next), last, block (nil without a tail) and stamp.
+-- the next), last, block (nil without a tail), stamp, and the units its refunds have given back
+-- (counted for a bucket that is not wide only, in its tail: see OPERATIONS.refund).
 local function bucket(key)
   local state = redis.call('GET', key)
   if wide then
-    if not state then return limit, 0, -math.huge, nil, 0 end
+    if not state then return limit, 0, -math.huge, nil, 0, 0 end
     local tokens, partial, last = unpacked(string.sub(state, 1, 32), '<dddd', 32)
     local block, stamp = tail_of(state, 32)
     if not (tokens <= limit and tokens >= -limit and partial >= 0 and partial < per_token and last < math.huge) then ${FOREIGN} end
-    return tokens, partial, last, block, stamp
+    return tokens, partial, last, block, stamp, 0
   end
-  if not state then return capacity, 0, -math.huge, nil, 0 end
+  if not state then return capacity, 0, -math.huge, nil, 0, 0 end
   local units, last = unpacked(string.sub(state, 1, 24), '<ddd', 24)
-  local block, stamp = tail_of(state, 24)
+  local block, stamp, credited = tail_of(state, 24, true)
   if not (units <= capacity and units >= -capacity and last < math.huge) then ${FOREIGN} end
-  return units, 0, last, block, stamp
+  return units, 0, last, block, stamp, credited
 end
 
 -- The units held at now (not earlier than last), refill applied up to the capacity.
@@ -185,13 +188,14 @@ local function units_at(units, last, now)
   return capacity
 end
 
--- Writes the bucket, its expiry covering its refill (debt included) and its block.
-local function store(key, units, partial, now, server_now, block, stamp, reset)
+-- Writes the bucket, its expiry covering its refill (debt included), its block and its count of units given back.
+local function store(key, units, partial, now, server_now, block, stamp, credited, reset)
   local ttl = expiry(key, reset + slack, block, now)
   local state
   if wide then state = struct.pack('<dddd', units, partial, now, server_now + ttl - 1)
   else state = struct.pack('<ddd', units, now, server_now + ttl - 1) end
   if block then state = state .. struct.pack('<dd', block, stamp) end
+  if credited > 0 then state = state .. struct.pack('<d', credited) end
   redis.call('SET', key, state, 'PX', ms(ttl))
 end
 
@@ -200,11 +204,19 @@ local function stamped(key, stamp)
   return stamp_string(key, 24, stamp)
 end
 
+-- A receipt of a bucket that is not wide records, third, the units the key's refunds had given back
+-- by the grant (a wide one's, the units toward the next token decide gave).
+receipt_third = function(key, partial)
+  if wide then return partial end
+  local _, _, _, _, _, credited = bucket(key)
+  return credited
+end
+
 -- Never refused: what goes past one full bucket of debt is forgiven, which voids the receipts
 -- issued before (a refund could otherwise give back what the bound dropped).
 function OPERATIONS.charge(key, now, server_now, permits)
   permits = tonumber(permits)
-  local units, partial, last, block, stamp = bucket(key)
+  local units, partial, last, block, stamp, credited = bucket(key)
   if now < last then now = last end
   if wide then
     local tokens, rest = refill_wide(units, partial, now - last)
@@ -215,7 +227,7 @@ function OPERATIONS.charge(key, now, server_now, permits)
       units, partial = tokens - permits, rest
     end
     local reset = until_tokens(limit, units, partial)
-    store(key, units, partial, now, server_now, block, stamp, reset)
+    store(key, units, partial, now, server_now, block, stamp, credited, reset)
     return decision(true, math.max(0, units), 0, reset)
   end
   local wanted = units_at(units, last, now) - permits * per_token
@@ -225,23 +237,26 @@ function OPERATIONS.charge(key, now, server_now, permits)
     stamp = 0
   end
   local reset = ceil_div(capacity - wanted, per_ms)
-  store(key, wanted, 0, now, server_now, block, stamp, reset)
+  store(key, wanted, 0, now, server_now, block, stamp, credited, reset)
   return decision(true, math.max(0, floor_div(wanted, per_token)), 0, reset)
 end
 
--- Gives back only what the grant left short of a full bucket and refill has not repaid since (the
--- receipt: the time, and the units, for a wide bucket whole tokens and units, left right after the
--- grant); in place, so the expiry and the tail stay. Answers the state now, the block aside, as a
--- settle does.
-function OPERATIONS.refund(key, now, server_now, permits, at, granted_units, granted_partial, receipt)
-  permits, at, granted_units, granted_partial = tonumber(permits), tonumber(at), tonumber(granted_units), tonumber(granted_partial)
-  local units, partial, last, _, stamp = bucket(key)
+-- Gives back only what the grant left short of a full bucket and neither refill nor the key's other
+-- refunds have repaid since (the receipt: the time; the units, for a wide bucket whole tokens,
+-- left right after the grant; and for a bucket that is not wide the units its refunds had given
+-- back by then, for a wide one the units toward the next token), as in memory; in place, so the
+-- expiry and the block stay. The units given back are counted in the tail: past 2^53 - 1, the
+-- receipts are voided (the stamp cleared) and the count starts again at 0. A wide bucket's refund
+-- voids the receipts instead of counting. Answers the state now, the block aside, as a settle does.
+function OPERATIONS.refund(key, now, server_now, permits, at, granted_units, granted_third, receipt)
+  permits, at, granted_units, granted_third = tonumber(permits), tonumber(at), tonumber(granted_units), tonumber(granted_third)
+  local units, partial, last, _, stamp, credited = bucket(key)
   if stamp ~= 0 and stamp == tonumber(receipt) then
     local at_now = now
     if at_now < last then at_now = last end
     if wide then
       -- The grant's state refilled to now: the tokens it is still short of full are what is owed.
-      local granted, held = refill_wide(granted_units, granted_partial, at_now - at)
+      local granted, held = refill_wide(granted_units, granted_third, at_now - at)
       local short = limit - granted
       if short ~= 0 and permits ~= 0 then
         -- All the permits while fewer than that; else the whole deficit, short tokens less the units held.
@@ -253,13 +268,18 @@ function OPERATIONS.refund(key, now, server_now, permits, at, granted_units, gra
         else tokens, part = tokens + owed, part - less end
         if tokens >= limit then tokens, part = limit, 0 end
         redis.call('SETRANGE', key, 0, struct.pack('<ddd', tokens, part, at_now))
+        redis.call('SETRANGE', key, 40, struct.pack('<d', 0))
       end
     else
-      local owed = math.min(permits * per_token, capacity - granted_units - (at_now - at) * per_ms)
+      local owed = math.min(permits * per_token, capacity - granted_units - (at_now - at) * per_ms - (credited - granted_third))
       if owed > 0 then
-        local refunded = units_at(units, last, at_now) + owed
+        local held = units_at(units, last, at_now)
+        local refunded = held + owed
         if refunded > capacity then refunded = capacity end
+        if refunded - held > 9007199254740991 - credited then stamp, credited = 0, 0
+        else credited = credited + (refunded - held) end
         redis.call('SETRANGE', key, 0, struct.pack('<dd', refunded, at_now))
+        redis.call('SETRANGE', key, 32, struct.pack('<dd', stamp, credited))
       end
     end
   end
@@ -270,6 +290,6 @@ function OPERATIONS.block(key, now, server_now, duration)
   -- Read (and so checked) as a decision reads it, spending nothing.
   decide(key, now, 0, server_now, 'own')
   if wide then return block_string(key, now, tonumber(duration), 32, struct.pack('<dddd', limit, 0, -math.huge, 0)) end
-  return block_string(key, now, tonumber(duration), 24, struct.pack('<ddd', capacity, -math.huge, 0))
+  return block_string(key, now, tonumber(duration), 24, struct.pack('<ddd', capacity, -math.huge, 0), true)
 end
 `;
