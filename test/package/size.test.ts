@@ -34,10 +34,13 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * bundles) and observe()'s forwarding of every key operation with its change events (+0.27 KB, core
  * only); Composite's reset search shrank by 0.1 KB minified: measured the core 11.18 KB (11 448 B),
  * KeyedRateLimiter + TokenBucket 7.55 KB (7 735 B built into a limiter); the budgets moved up by as
- * much and no more.
+ * much and no more. Issue 13's refunds measured against the key's other refunds (the token bucket
+ * counts what its refunds gave back, beside the state): +0.10 KB core, +0.07 KB KeyedRateLimiter +
+ * TokenBucket; measured the core 11.28 KB (11 554 B), KeyedRateLimiter + TokenBucket 7.62 KB
+ * (7 807 B built into a limiter); the budgets moved up by as much and no more.
  */
-const CORE_BUDGET = 11.2 * 1024;
-const SHAKEN_BUDGET = 7.56 * 1024;
+const CORE_BUDGET = 11.29 * 1024;
+const SHAKEN_BUDGET = 7.63 * 1024;
 
 interface Measured {
   minified: number;
