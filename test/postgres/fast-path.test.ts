@@ -67,7 +67,7 @@ describe.skipIf(!postgresPort)('the fast path decides and stores exactly as rate
 
   // The trace above meets a reserve, the row expiring, an acquire and a refund on one key only now
   // and then; this is that sequence on every path.
-  test.each(codecs)('%s: an expired row reborn by an acquire is in a new era, on every path (the receipts issued before refund nothing)', async (codec) => {
+  test.each(codecs)('%s: an expired row reborn by an acquire is in a new era with nothing credited, on every path (the receipts issued before refund nothing)', async (codec) => {
     const rule = new Rule(5, 60_000);
     const ruleArgs = literal([...sqlPlans[codec].ruleArgs(rule), expirySlackMs(rule)]);
     const key = `${Math.random()}:reborn`;
@@ -84,9 +84,11 @@ describe.skipIf(!postgresPort)('the fast path decides and stores exactly as rate
           const decide = async (op: string, receipt: string | null) =>
             String((await client.query(`SELECT ${text(`"${schema}".ratekeeper_decide($1, $2, $3, '{2}', '{1000}', $4, $5)`)} AS r`, [codec, ruleArgs, literal([path + key]), op, receipt])).rows[0].r);
           const reserved = (await decide('reserve', null)).slice(1, -1).split(',');
-          await client.query(`UPDATE "${schema}".ratekeeper_state SET expires_at = 0 WHERE key = $1`, [path + key]);
+          // Expired with something credited by its refunds: reborn, the row holds none of it.
+          await client.query(`UPDATE "${schema}".ratekeeper_state SET expires_at = 0, credited = 3 WHERE key = $1`, [path + key]);
           const acquired = String((await client.query(`SELECT ${text(acquire('$1'))} AS r`, [path + key])).rows[0].r);
-          return [acquired, await decide('refund', `{${reserved.slice(3).join(',')}}`)];
+          const { credited } = (await client.query(`SELECT credited::text FROM "${schema}".ratekeeper_state WHERE key = $1`, [path + key])).rows[0];
+          return [acquired, await decide('refund', `{${reserved.slice(3).join(',')}}`), credited];
         } finally {
           client.release();
         }
@@ -95,6 +97,7 @@ describe.skipIf(!postgresPort)('the fast path decides and stores exactly as rate
     // Reborn: the acquire finds a new key (4 left), and the refund gives nothing back.
     expect(answers[0]![0]).toMatch(/^\{4,0,/);
     expect(answers[0]![1]).toMatch(/^\{4,/);
+    expect(answers[0]![2]).toBe('0');
     expect(answers[1]).toEqual(answers[0]);
     expect(answers[2]).toEqual(answers[0]);
   });
@@ -160,7 +163,7 @@ describe.skipIf(!postgresPort)('the fast path decides and stores exactly as rate
       // The expiries and eras are not compared: each path reads the server's clock and takes its
       // era at its own moment. Blocks are the caller's clock's.
       const stored = async (path: string) =>
-        (await pool.query(`SELECT substr(key, 3) AS key, ${text('state')} AS state, blocked_until FROM "${schema}".ratekeeper_state WHERE starts_with(key, $1) ORDER BY 1`, [`${path}${prefix}`])).rows;
+        (await pool.query(`SELECT substr(key, 3) AS key, ${text('state')} AS state, blocked_until, credited FROM "${schema}".ratekeeper_state WHERE starts_with(key, $1) ORDER BY 1`, [`${path}${prefix}`])).rows;
       const states = await stored('g:');
       expect(await stored('m:')).toEqual(states);
       expect(await stored('o:')).toEqual(states);

@@ -10,10 +10,10 @@
 //   refusal, which writes nothing); a blocked key is refused whatever the algorithm says, writing
 //   nothing, with nothing remaining and the longer of the block's waits and the algorithm's;
 // - a grant updates the locked row (found by its ctid, which cannot change while it is locked: no
-//   second index lookup; an expired row is reborn: no block, a new era, so that no receipt issued
-//   from its old state refunds into the new one), or inserts it when the key was absent (ON CONFLICT DO NOTHING: when
-//   another caller inserted it meanwhile, the step runs again and finds that row, as
-//   `ratekeeper_decide` loops).
+//   second index lookup; an expired row is reborn: no block, a new era and nothing credited, so
+//   that no receipt issued from its old state refunds into the new one), or inserts it when the key
+//   was absent (ON CONFLICT DO NOTHING: when another caller inserted it meanwhile, the step runs
+//   again and finds that row, as `ratekeeper_decide` loops).
 //
 // Why PL/pgSQL statements rather than one SQL statement: a call's cost is the statements it
 // executes and the expressions it evaluates, each set up again in every transaction. Measured on
@@ -170,7 +170,7 @@ const step = (schema: string, codec: FastCodec): string => {
     IF tid IS NOT NULL AND expires <= n THEN
       -- Reborn: as new as an inserted row (see the table in ./schema.ts).
       UPDATE ${table} SET state = next, expires_at = greatest(expires_at, ceil((n + answer[3] + rule[array_upper(rule, 1)]) / 1000.0) * 1000),
-        blocked_until = NULL, era = pg_current_xact_id()::text::numeric WHERE ctid = tid;
+        blocked_until = NULL, era = pg_current_xact_id()::text::numeric, credited = 0 WHERE ctid = tid;
       EXIT;
     ELSIF tid IS NOT NULL THEN
       UPDATE ${table} SET state = next, expires_at = greatest(expires_at, ceil((n + answer[3] + rule[array_upper(rule, 1)]) / 1000.0) * 1000) WHERE ctid = tid;
