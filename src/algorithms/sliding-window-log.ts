@@ -2,7 +2,7 @@ import { allow, reject, type Decision } from '../core/decision';
 import { canonicalRule, type Rule } from '../core/rule';
 import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
-import { checkCharge, DEBT_LIMITS, forgive, forgivenCount, type Receipt, type Reserved, stateNow, usageBound } from './accounting';
+import { checkCharge, forgive, forgivenCount, type Receipt, type Reserved, stateNow, usageBound } from './accounting';
 import type { AccountingAlgorithm } from './algorithm';
 
 /** What a log's reservation remembers: the time its grant was logged at. */
@@ -206,11 +206,13 @@ export class SlidingWindowLog extends Printable implements AccountingAlgorithm {
   }
 
   /**
-   * Doubles the ring (at most to the limit plus the debt bound: every grant holds at least one
-   * permit), copying the log into time order.
+   * Doubles the ring, copying the log into time order: at most to the limit while the log holds
+   * fewer entries (every grant holds at least one permit, so grants alone never need more), and to
+   * the usage bound once a debt takes it past the limit.
    */
   private grow(): void {
-    const capacity = Math.min((1 + DEBT_LIMITS) * this.rule.limit, Math.max(this.ring.length, 1));
+    const { limit } = this.rule;
+    const capacity = Math.min(this.size < limit ? limit : usageBound(limit), Math.max(this.ring.length, 1));
     const ring = new Array<number>(2 * capacity).fill(0);
     for (let i = 0; i < this.size; i++) {
       ring[2 * i] = this.at(i, 0);
