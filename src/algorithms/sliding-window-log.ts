@@ -208,11 +208,11 @@ export class SlidingWindowLog extends Printable implements AccountingAlgorithm {
   /**
    * Doubles the ring, copying the log into time order: at most to the limit while the log holds
    * fewer entries (every grant holds at least one permit, so grants alone never need more), and to
-   * the usage bound once a debt takes it past the limit.
+   * twice it (the usage bound at most) once a debt takes it past the limit.
    */
   private grow(): void {
     const { limit } = this.rule;
-    const capacity = Math.min(this.size < limit ? limit : usageBound(limit), Math.max(this.ring.length, 1));
+    const capacity = Math.min(this.size < limit ? limit : 2 * limit, Math.max(this.ring.length, 1));
     const ring = new Array<number>(2 * capacity).fill(0);
     for (let i = 0; i < this.size; i++) {
       ring[2 * i] = this.at(i, 0);

@@ -37,9 +37,11 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * much and no more. Issue 13's refunds measured against the key's other refunds (the token bucket
  * counts what its refunds gave back, beside the state): +0.10 KB core, +0.07 KB KeyedRateLimiter +
  * TokenBucket; measured the core 11.28 KB (11 554 B), KeyedRateLimiter + TokenBucket 7.62 KB
- * (7 807 B built into a limiter); the budgets moved up by as much and no more.
+ * (7 807 B built into a limiter); the budgets moved up by as much and no more. The sliding log's
+ * ring bounded to the limit until a debt (so a full log takes 16 B a grant again, not 20.5): +10 B
+ * core; measured the core 11 564 B, and its budget moved up to 11.3 KB.
  */
-const CORE_BUDGET = 11.29 * 1024;
+const CORE_BUDGET = 11.3 * 1024;
 const SHAKEN_BUDGET = 7.63 * 1024;
 
 interface Measured {
