@@ -1,6 +1,6 @@
-import { checkCharge, stateNow } from '../algorithms/accounting';
+import { checkCharge } from '../algorithms/accounting';
 import type { Clock } from '../core/clock';
-import { type Decision, degrade } from '../core/decision';
+import type { Decision } from '../core/decision';
 import { coded, rangeError, typeError } from '../core/errors';
 import type { Rule } from '../core/rule';
 import { Closable } from '../core/symbols';
@@ -12,7 +12,7 @@ import { AsyncKeyReservation, type AsyncReservation } from '../limiter/reservati
 import { schedulerFor, systemScheduler } from '../limiter/scheduler';
 import { WaitQueue } from '../limiter/wait-queue';
 import { Coalescer } from '../redis/coalescer';
-import { outagePolicy, type StoreErrorPolicy } from '../redis/outage-policy';
+import { outagePolicy, peekOutagePolicy } from '../redis/outage-policy';
 import { checkReply, toDecision } from '../redis/reply';
 import { checkStoreOptions, report, toRule } from '../redis/store-options';
 import { type Deadline, Timeouts } from '../redis/timeout';
@@ -150,14 +150,10 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
       report(onError, error, call.key);
       return policy(error, call.key, call.permits);
     };
-    // A peek spends nothing, in the fallback too: its own peek, or without one the answer of 'deny'.
-    // 'allow' and 'deny' answer a peek of 0 (the state now) as they would a request of 1.
-    const peeking = typeof onStoreError === 'object' && onStoreError !== null ? peekingOf(onStoreError) : onStoreError;
-    const peekPolicy = outagePolicy(peeking, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
+    const peekPolicy = peekOutagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
     this.#peekFallback = (error, key, permits) => {
       report(onError, error, key);
-      if (permits > 0 || typeof peeking === 'object') return peekPolicy(error, key, permits);
-      return degradedStateNow(peekPolicy(error, key, 1) as Decision);
+      return peekPolicy(error, key, permits);
     };
     this.#order = new KeyOrder(this.#send);
     this.#coalescer = new Coalescer(this.#batch, MAX_BATCH);
@@ -511,20 +507,6 @@ function textArray(calls: readonly { readonly rowKey: string }[]): string {
     literal += `"${calls[i]!.rowKey.replace(/["\\]/g, '\\$&')}"`;
   }
   return `${literal}}`;
-}
-
-/** A fallback limiter seen through its `peek`, so that a degraded peek spends nothing; one without `peek` is `'deny'`. */
-function peekingOf(fallback: object): StoreErrorPolicy {
-  const { peek } = fallback as { peek?: unknown };
-  if (typeof peek !== 'function') return 'deny';
-  const peeking = (key: string, permits?: number) => (peek as (key: string, permits?: number) => unknown).call(fallback, key, permits);
-  // Either shape: outagePolicy checks what a fallback answers, sync or not.
-  return { tryAcquire: peeking } as StoreErrorPolicy;
-}
-
-/** The state now, as a string policy answers it for a request of 1 (synchronously), keeping its `degraded`. */
-function degradedStateNow(decision: Decision): Decision {
-  return decision.allowed ? decision : degrade(stateNow(decision), decision.degraded ?? 'store-error');
 }
 
 function unexpectedReply(rows: unknown): Error {

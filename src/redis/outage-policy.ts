@@ -1,3 +1,4 @@
+import { stateNow } from '../algorithms/accounting';
 import { allow, type Decision, degrade, reject } from '../core/decision';
 import { typeError } from '../core/errors';
 import { mulDivCeil } from '../core/exact';
@@ -87,6 +88,28 @@ export function outagePolicy(policy: unknown, { rule, timeoutMs, report }: Outag
   throw typeError(
     `ratekeeper: \`onStoreError\` is required and must be 'allow', 'deny' or a RateLimiter to fall back on, got ${describe(policy)}`,
   );
+}
+
+/**
+ * The outage policy for `peek`, for every store: a fallback limiter is asked its own `peek`, which
+ * spends nothing (a fallback without one is answered as `'deny'` would be); `'allow'` and `'deny'`
+ * answer a peek as they would the request, and the state now (a peek of 0) as they would a request
+ * of one permit, read as the state now: never refused, since no block is known, and under
+ * `'deny'` with none left. Built after `outagePolicy` has checked `policy`.
+ */
+export function peekOutagePolicy(policy: unknown, context: OutageContext): (error: unknown, key: string, permits: number) => Decision | Promise<Decision> {
+  if (policy === 'allow' || policy === 'deny') {
+    const answer = outagePolicy(policy, context);
+    return (error, key, permits) => {
+      if (permits > 0) return answer(error, key, permits);
+      const one = answer(error, key, 1) as Decision; // 'allow' and 'deny' answer at once
+      return one.allowed ? one : degrade(stateNow(one), one.degraded ?? 'store-error');
+    };
+  }
+  const peek = (policy as { peek?: unknown } | null)?.peek;
+  if (typeof peek !== 'function') return outagePolicy('deny', context);
+  const peeking = { tryAcquire: (key: string, permits?: number) => (peek as RateLimiter['tryAcquire']).call(policy, key, permits) };
+  return outagePolicy(peeking, context);
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

@@ -7,7 +7,7 @@ import { Closable } from '../core/symbols';
 import { checkCharge } from '../algorithms/accounting';
 import { checkPermits, checkString, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
-import type { AsyncRateLimiter, RateLimiter } from '../limiter/keyed-rate-limiter';
+import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
 import { MAX_BLOCK_MS } from '../limiter/key-blocks';
 import { AsyncKeyReservation, type AsyncReservation } from '../limiter/reservation';
 import { schedulerFor, systemScheduler } from '../limiter/scheduler';
@@ -18,7 +18,7 @@ import { Coalescer, InFlight } from './coalescer';
 import { KeyOperations, type RedisReceipt } from './key-operations';
 import type { RedisRateLimiterOptions } from './options';
 import type { RedisAlgorithm } from './scripts';
-import { outagePolicy, type StoreErrorPolicy } from './outage-policy';
+import { outagePolicy, peekOutagePolicy } from './outage-policy';
 import { RefusalCache } from './refusal-cache';
 import { plans } from './scripts';
 import { claimNamespace } from './namespaces';
@@ -87,8 +87,6 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
   readonly #policy: Policy;
   /** The policy for `peek`: a fallback limiter is asked its own `peek`, which spends nothing. */
   readonly #peekPolicy: Policy;
-  /** Whether `#peekPolicy` asks a fallback limiter's `peek` (which takes 0 permits). */
-  readonly #fallbackPeeks: boolean;
 
   /** @throws TypeError or RangeError naming the option, before anything is sent to Redis. */
   constructor(options: RedisRateLimiterOptions) {
@@ -119,9 +117,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     const context = { rule: this.rule, timeoutMs, report: (error: unknown, key: string) => report(onError, error, key) };
     const policy = outagePolicy(onStoreError, context);
     this.#policy = policy;
-    const peekPolicy = peeking(onStoreError);
-    this.#fallbackPeeks = peekPolicy !== onStoreError && peekPolicy !== 'deny';
-    this.#peekPolicy = outagePolicy(peekPolicy, context);
+    this.#peekPolicy = peekOutagePolicy(onStoreError, context);
     this.#fallback = (chosen, error, key, permits) => {
       report(onError, error, key);
       return chosen(error, key, permits);
@@ -210,9 +206,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     } catch (error) {
       return Promise.reject(error);
     }
-    // 'allow' and 'deny' answer for at least one permit: a refusal of none would wait 0 ms.
-    const asked = this.#fallbackPeeks ? permits : Math.max(permits, 1);
-    return reply.then((reply) => this.#operations.decision(reply)).catch((error: unknown) => this.#fallback(this.#peekPolicy, error, key, asked));
+    return reply.then((reply) => this.#operations.decision(reply)).catch((error: unknown) => this.#fallback(this.#peekPolicy, error, key, permits));
   }
 
   /**
@@ -422,17 +416,6 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
 }
 
 type Policy = (error: unknown, key: string, permits: number) => Decision | Promise<Decision>;
-
-/**
- * The outage policy for `peek`: a fallback limiter's own `peek`, which spends nothing, stands in
- * for its `tryAcquire`; a fallback without one is answered as `'deny'` would be.
- */
-function peeking(policy: StoreErrorPolicy): StoreErrorPolicy {
-  if (policy === 'allow' || policy === 'deny') return policy;
-  const peek = (policy as { peek?: unknown } | null)?.peek;
-  if (typeof peek !== 'function') return 'deny';
-  return { tryAcquire: (key: string, permits?: number) => (peek as RateLimiter['tryAcquire']).call(policy, key, permits) } as RateLimiter;
-}
 
 function refusalCacheFor(option: unknown): RefusalCache | undefined {
   if (option === false) return undefined;

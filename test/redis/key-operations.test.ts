@@ -317,7 +317,9 @@ describe.skipIf(!redisPort)('key operations over Redis', () => {
         await expect(limiter.reset('k')).rejects.toThrow();
         await expect(limiter.block('k', 1000)).rejects.toThrow();
         const deny = new RedisRateLimiter({ client, algorithm: 'fixed-window', rule: new Rule(5, 60_000), onStoreError: 'deny', prefix: uniquePrefix('down'), timeoutMs: 200 });
-        const refused: Decision = await deny.peek('k', 0);
+        // The state now fails closed as none left, never refused (no block is known), as in PostgreSQL.
+        expect(await deny.peek('k', 0)).toMatchObject({ allowed: true, remaining: 0, degraded: 'store-error' });
+        const refused: Decision = await deny.peek('k');
         expect(refused).toMatchObject({ allowed: false, degraded: 'store-error' });
         expect(refused.retryAfterMs).toBeGreaterThanOrEqual(1);
       } finally {

@@ -423,6 +423,23 @@ export function storeConformance(store: StoreUnderTest): void {
         expect(errors).toHaveLength(expected.length);
         expect(errors.every((error) => error instanceof Error)).toBe(true);
       });
+
+      // Every store answers a peek alike while out of reach: the state now under 'deny' is none
+      // left (never refused: no block is known), 'allow' answers as for one permit, and a fallback
+      // limiter is asked its own peek.
+      test('a peek spends nothing, in the fallback too, and the state now is never refused', async () => {
+        const fallback = new KeyedRateLimiter({ algorithm: () => new TokenBucket(new Rule(1, 60_000)) });
+        const unreachable = (onStoreError: StoreErrorPolicy) =>
+          open.unreachable({ algorithm: 'token-bucket', rule: new Rule(5, 60_000), onStoreError, prefix: uniquePrefix('outage'), timeoutMs: TIMEOUT_MS }) as AccountingLimiter;
+        expect(await unreachable('deny').peek('k', 0)).toMatchObject({ allowed: true, remaining: 0, retryAfterMs: 0 });
+        expect(await unreachable('deny').peek('k')).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 12_000 });
+        expect(await unreachable('allow').peek('k', 0)).toMatchObject({ allowed: true, remaining: 4 });
+        const limiter = unreachable(fallback);
+        expect(await limiter.peek('k', 0)).toMatchObject({ allowed: true, remaining: 1, resetAfterMs: 0 });
+        expect(await limiter.peek('k')).toMatchObject({ allowed: true, remaining: 0 });
+        expect(fallback.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 0 });
+        expect(await limiter.peek('k')).toMatchObject({ allowed: false, degraded: expect.any(String) });
+      });
     });
   });
 }

@@ -36,7 +36,8 @@ export async function openPostgres(name: string, connect: (port: number) => Post
         opened.push(dead);
         limiter = new PostgresRateLimiter({ client: dead.client, schema, ...options });
       });
-      return { tryAcquire: async (key, permits) => (limiter ?? (await ready, limiter!)).tryAcquire(key, permits) };
+      const built = async () => limiter ?? (await ready, limiter!);
+      return { tryAcquire: async (key, permits) => (await built()).tryAcquire(key, permits), peek: async (key: string, permits?: number) => (await built()).peek(key, permits) };
     },
     wipe: async (prefix) => {
       await admin(`DELETE FROM "${schema}".ratekeeper_state WHERE starts_with(key, '${prefix.replaceAll("'", "''")}')`);

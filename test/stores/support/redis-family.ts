@@ -37,7 +37,8 @@ export async function openRedisFamily(
           opened.push(dead);
           limiter = new RedisRateLimiter({ client: dead.client, ...options });
         });
-      return { tryAcquire: async (key, permits) => (limiter ?? (await ready, limiter!)).tryAcquire(key, permits) };
+      const built = async () => limiter ?? (await ready, limiter!);
+      return { tryAcquire: async (key, permits) => (await built()).tryAcquire(key, permits), peek: async (key: string, permits?: number) => (await built()).peek(key, permits) };
     },
     wipe: async (prefix) => {
       if (wipe !== undefined) return wipe(main);
