@@ -1,6 +1,6 @@
 import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
 import { partsOf } from '../algorithms/composite';
-import { type Decision, degrade, reject } from '../core/decision';
+import type { Decision } from '../core/decision';
 import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
 import { carryOver } from './carry-over';
@@ -110,7 +110,7 @@ export class KeyTable {
     this.#current.set(key, state);
     // A custom algorithm's reset is taken as it comes, but never as earlier than now, nor NaN.
     const at = now + resetAfterMs;
-    this.#remember(at > now ? at : now, key, state);
+    this.#remember(at > now ? at : now, key, state, true);
     return true;
   }
 
@@ -122,7 +122,7 @@ export class KeyTable {
   #reclaimOne(now: number): void {
     const idle = (this.#idle ??= this.#idleHeap(now));
     for (;;) {
-      if (idle.first > now) {
+      if (!idle.hasDue(now)) {
         // A key from before the last switch is remembered by its old state, which may go idle later
         // than the state it is carried to (a shorter window): carry such keys over, each remembered
         // from the switch on and so looked at next, until one is idle or none is left.
@@ -131,15 +131,18 @@ export class KeyTable {
         this.#carry(...old);
         continue;
       }
-      const [key, state] = idle.pop();
-      if (this.#current.get(key) === state) {
-        if (this.#forgettable(key, state, now)) {
-          this.#current.delete(key);
+      const { key, state } = idle.pop();
+      // Most entries that come up are of idle keys: judged first, each costs one lookup of its key.
+      if (this.#forgettable(key, state, now)) {
+        if (this.#current.deleteIf(key, state)) {
           this.#removed(key);
           return;
         }
+      } else if (this.#current.get(key) === state) {
         idle.push(this.#idleAt(state, now), key, state);
-      } else if (this.#previous.get(key) === state) {
+        continue;
+      }
+      if (this.#previous.size > 0 && this.#previous.get(key) === state) {
         if (this.#forgettable(key, state, this.#switchedAt)) {
           this.#previous.delete(key);
           return;
@@ -170,10 +173,12 @@ export class KeyTable {
     return now + delay;
   }
 
-  #remember(at: number, key: string, state: RateLimitAlgorithm): void {
+  /** Adds a key's entry to the idle heap, if kept; a `fresh` key's in its lanes (see `IdleHeap.queue`). */
+  #remember(at: number, key: string, state: RateLimitAlgorithm, fresh: boolean): void {
     const idle = this.#idle;
     if (idle === undefined) return;
-    idle.push(at, key, state);
+    if (fresh) idle.queue(at, key, state);
+    else idle.push(at, key, state);
     // Entries of keys carried over to a new state are dropped only when they come up; keep them few.
     if (idle.size > 2 * this.#maxKeys + 1024) idle.retain((k, st) => this.#current.get(k) === st || this.#previous.get(k) === st);
   }
@@ -243,7 +248,7 @@ export class KeyTable {
     this.#previous.delete(key);
     this.#current.set(key, state);
     // The carried state may be idle from the switch on: a lower bound for any state made then.
-    this.#remember(this.#switchedAt, key, state);
+    this.#remember(this.#switchedAt, key, state, false);
     return state;
   }
 
@@ -315,5 +320,6 @@ export function checkFactory(algorithm: unknown): void {
 export function tableFull(fresh: RateLimitAlgorithm, granted: Decision, permits: number, now: number): Decision {
   const { limit } = granted;
   const emptied = permits < limit ? fresh.tryAcquire(now, limit - permits) : granted;
-  return degrade(reject(limit, 0, Math.max(1, emptied.resetAfterMs), 0), 'key-table-full');
+  // One object, shaped as `degrade` shapes it: 40% of a flood's calls are refused so.
+  return { allowed: false, limit, remaining: 0, retryAfterMs: Math.max(1, emptied.resetAfterMs), resetAfterMs: 0, degraded: 'key-table-full' };
 }

@@ -8,25 +8,31 @@ describe('ShardedMap', () => {
   // `filled` keys, then applies the generated operations.
   test.prop([
     fc.integer({ min: 0, max: 9000 }),
-    fc.array(fc.tuple(fc.boolean(), fc.integer({ min: 0, max: 9000 })), { maxLength: 300, size: 'max' }),
+    fc.array(fc.tuple(fc.constantFrom('set', 'delete', 'deleteIf'), fc.integer({ min: 0, max: 9000 })), { maxLength: 300, size: 'max' }),
     // Told its most entries, it makes fewer shards (none up to 4096): each answers the same.
     fc.constantFrom(Infinity, 1_000_000, 100_000, 9001, 4096),
   ])(
-    'answers get, set, delete and size exactly as a Map, before and after the split, whatever its size bound',
+    'answers get, set, delete, deleteIf and size exactly as a Map, before and after the split, whatever its size bound',
     (filled, ops, mostEntries) => {
       const sharded = new ShardedMap<number>(mostEntries);
       const reference = new Map<string, number>();
-      const apply = (add: boolean, n: number, value: number) => {
+      const apply = (op: 'set' | 'delete' | 'deleteIf', n: number, value: number) => {
         const key = `user:${n}`;
-        if (add) {
+        if (op === 'set') {
           sharded.set(key, value);
           reference.set(key, value);
-        } else {
+        } else if (op === 'delete') {
           expect(sharded.delete(key)).toBe(reference.delete(key));
+        } else {
+          // Half the time the value it holds (the entry goes), half the time another (it stays).
+          const held = value % 2 === 0 ? reference.get(key) : value;
+          const match = reference.has(key) && reference.get(key) === held;
+          expect(sharded.deleteIf(key, held as number)).toBe(match);
+          if (match) reference.delete(key);
         }
       };
-      for (let n = 0; n < filled; n++) apply(true, n, -n);
-      ops.forEach(([add, n], i) => apply(add, n, i));
+      for (let n = 0; n < filled; n++) apply('set', n, -n);
+      ops.forEach(([op, n], i) => apply(op, n, i));
       expect(sharded.size).toBe(reference.size);
       for (let n = 0; n <= 9000; n += 7) expect(sharded.get(`user:${n}`)).toBe(reference.get(`user:${n}`));
       expect(new Map(sharded)).toEqual(reference);

@@ -39,10 +39,13 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * TokenBucket; measured the core 11.28 KB (11 554 B), KeyedRateLimiter + TokenBucket 7.62 KB
  * (7 807 B built into a limiter); the budgets moved up by as much and no more. The sliding log's
  * ring bounded to the limit until a debt (so a full log takes 16 B a grant again, not 20.5): +10 B
- * core; measured the core 11 564 B, and its budget moved up to 11.3 KB.
+ * core; measured the core 11 564 B, and its budget moved up to 11.3 KB. Issue 14's flood of new
+ * keys (lanes beside the idle heap, so that a full table admits a newcomer without heap steps: a
+ * flood call 3.8-4.0x a resident key's, now 2.5-2.7x): +0.50 KB in both; measured the core 12 071 B,
+ * KeyedRateLimiter + TokenBucket 8 324 B built into a limiter; the budgets moved up by as much.
  */
-const CORE_BUDGET = 11.3 * 1024;
-const SHAKEN_BUDGET = 7.63 * 1024;
+const CORE_BUDGET = 11.8 * 1024;
+const SHAKEN_BUDGET = 8.14 * 1024;
 
 interface Measured {
   minified: number;
