@@ -14,17 +14,26 @@ import type { LuaScript } from './scripts';
  * import { createClient } from 'redis';
  * import type { RedisScriptClient } from 'ratekeeper/redis';
  *
- * // Any client that can send a raw command fits, here node-redis's sendCommand.
+ * // Any client that can send a raw command fits, here node-redis's sendCommand (one connection,
+ * // so its script calls run in the order sent: `ordered`).
  * const redis = await createClient().connect();
  * const client: RedisScriptClient = {
  *   evalsha: (sha1, keys, args) => redis.sendCommand(['EVALSHA', sha1, String(keys.length), ...keys, ...args]),
  *   eval: (script, keys, args) => redis.sendCommand(['EVAL', script, String(keys.length), ...keys, ...args]),
+ *   ordered: true,
  * };
  * ```
  */
 export interface RedisScriptClient {
   evalsha(sha1: string, keys: string[], args: string[]): Promise<unknown>;
   eval(script: string, keys: string[], args: string[]): Promise<unknown>;
+  /**
+   * True when script calls run in the order they were sent (one connection per server, as ioredis,
+   * node-redis and GLIDE keep): the limiter then keeps several script calls in flight. Left out (an
+   * HTTP client such as `@upstash/redis` may run requests sent together in any order), it keeps one
+   * at a time, so that calls on one key still run in the order they were made.
+   */
+  readonly ordered?: boolean | undefined;
 }
 
 /**
@@ -106,6 +115,7 @@ export function toScriptClient(client: unknown): RedisScriptClient {
     return {
       evalsha: (sha1, keys, args) => ioredis.evalsha(sha1, keys.length, keys, args),
       eval: (script, keys, args) => ioredis.eval(script, keys.length, keys, args),
+      ordered: true,
     };
   }
   if (typeof c.evalSha === 'function' && typeof c.eval === 'function') {
@@ -113,6 +123,7 @@ export function toScriptClient(client: unknown): RedisScriptClient {
     return {
       evalsha: (sha1, keys, args) => nodeRedis.evalSha(sha1, { keys, arguments: args }),
       eval: (script, keys, args) => nodeRedis.eval(script, { keys, arguments: args }),
+      ordered: true,
     };
   }
   if (typeof c.customCommand === 'function' && typeof c.invokeScript === 'function') {
@@ -120,6 +131,7 @@ export function toScriptClient(client: unknown): RedisScriptClient {
     return {
       evalsha: (sha1, keys, args) => glide.customCommand(['EVALSHA', sha1, String(keys.length), ...keys, ...args]),
       eval: (script, keys, args) => glide.customCommand(['EVAL', script, String(keys.length), ...keys, ...args]),
+      ordered: true,
     };
   }
   if (typeof c.evalsha === 'function' && typeof c.eval === 'function') return client as RedisScriptClient;

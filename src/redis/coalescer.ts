@@ -4,58 +4,63 @@ export interface Waiting {
 }
 
 /**
- * Sends calls to Redis in batches, batching across callbacks: a call that finds nothing in flight
- * goes at once, with the other calls of its tick (in a microtask, so no call waits for a timer and
- * a quiet server adds no latency); a call that finds a round in flight waits for it to come back,
+ * Sends calls to a store in batches, batching across callbacks. A call goes at once when fewer than
+ * `maxRounds` rounds are in flight, with the other calls of its tick (in a microtask, so no call
+ * waits for a timer and a quiet server adds no latency); otherwise it waits for a round to come back,
  * whatever tick it arrives in, and then goes with every call that waited meanwhile. So under load
- * each round trip carries the calls that arrived during the one before, and batches grow with the
- * load by themselves. A batch that fills up (`maxBatch` calls of one group) goes at once, round or
- * not: it gains nothing by waiting, and Redis runs it while the round is still out.
+ * each round trip carries the calls that arrived during the ones before, and batches grow with the
+ * load by themselves. A batch that fills up (`maxBatch` calls of one group) goes at once, rounds or
+ * not: it gains nothing by waiting.
  *
  * A round is one send of everything that waited: a batch per group, each under `maxBatch` calls,
- * which bounds how long one script holds Redis. A group is a hash slot on a Redis Cluster, where one
- * script may only touch keys of one slot, and a single group elsewhere. The round ends once each
+ * which bounds how long one script holds the store. A group is a hash slot on a Redis Cluster, where
+ * one script may only touch keys of one slot, and a single group elsewhere. The round ends once each
  * of its batches has been answered or released by a timeout, so a server that does not answer
  * holds the waiting calls no longer than the bound.
  *
- * One round in flight, not more: measured with calls arriving one per macrotask (docs/redis.md),
- * two or three rounds in flight make smaller batches and cost more CPU per decision, on Redis and
- * on Node, for no lower latency.
- *
  * Calls wait and leave in the order they were made and one client sends the batches in that order,
- * so calls on one key reach Redis in the order they were made. A call answered while it waited (its
- * timeout passed) is not sent: it would spend permits for an answer nobody reads.
+ * so calls on one key reach the store in the order they were made. A call answered while it waited
+ * (its timeout passed) is not sent: it would spend permits for an answer nobody reads.
  */
 export class Coalescer<T extends Waiting> {
   readonly #send: (batch: T[], flight: InFlight) => void;
   readonly #maxBatch: number;
+  readonly #maxRounds: number;
+  readonly #fullGoesAtOnce: boolean;
   /** Calls not yet sent, by group, in the order made. */
   readonly #waiting = new Map<number, T[]>();
-  #inFlight = false;
+  /** Rounds sent and not yet ended. */
+  #rounds = 0;
   #scheduled = false;
 
-  /** `send` sends one batch and calls `flight.release()` once it is answered. */
-  constructor(send: (batch: T[], flight: InFlight) => void, maxBatch: number) {
+  /**
+   * `send` sends one batch and calls `flight.release()` once it is answered. `fullGoesAtOnce`: a full
+   * batch goes beside the rounds, when batches sent apart still reach the store in order (one
+   * connection, or an order kept by the sender); otherwise it waits for its round like the rest.
+   */
+  constructor(send: (batch: T[], flight: InFlight) => void, maxBatch: number, maxRounds: number, fullGoesAtOnce: boolean) {
     this.#send = send;
     this.#maxBatch = maxBatch;
+    this.#maxRounds = maxRounds;
+    this.#fullGoesAtOnce = fullGoesAtOnce;
   }
 
   add(call: T, group: number): void {
     let waiting = this.#waiting.get(group);
     if (waiting === undefined) this.#waiting.set(group, (waiting = []));
     waiting.push(call);
-    if (waiting.length === this.#maxBatch) {
+    if (waiting.length === this.#maxBatch && this.#fullGoesAtOnce) {
       // A full batch gains nothing by waiting: it goes now, outside the round, holding nothing back.
       this.#waiting.delete(group);
       this.#send(waiting.filter(unanswered), new InFlight());
-    } else if (!this.#inFlight) {
+    } else if (this.#rounds < this.#maxRounds) {
       this.#schedule();
     }
   }
 
-  /** The round's batches were all answered: the calls that waited meanwhile may go. */
+  /** A round's batches were all answered: the calls that waited meanwhile may go. */
   roundEnded(): void {
-    this.#inFlight = false;
+    this.#rounds--;
     // Scheduled after the round's callers were resolved, so the calls their code makes in the same
     // tick go too.
     if (this.#waiting.size > 0) this.#schedule();
@@ -69,15 +74,15 @@ export class Coalescer<T extends Waiting> {
 
   readonly #flush = (): void => {
     this.#scheduled = false;
-    // Each group holds fewer than maxBatch calls: a batch that fills up leaves at once.
+    // A group holds more than maxBatch calls only when full batches wait: it goes as several.
     const batches: T[][] = [];
-    for (const calls of this.#waiting.values()) {
-      const batch = calls.every(unanswered) ? calls : calls.filter(unanswered);
-      if (batch.length > 0) batches.push(batch);
+    for (const waiting of this.#waiting.values()) {
+      const calls = waiting.every(unanswered) ? waiting : waiting.filter(unanswered);
+      for (let i = 0; i < calls.length; i += this.#maxBatch) batches.push(calls.length <= this.#maxBatch ? calls : calls.slice(i, i + this.#maxBatch));
     }
     this.#waiting.clear();
     if (batches.length === 0) return;
-    this.#inFlight = true;
+    this.#rounds++;
     const round = new Round(this, batches.length);
     for (const batch of batches) this.#send(batch, new InFlight(round));
   };

@@ -11,11 +11,14 @@ import { countingClient } from './helpers/counting-client';
 import { gatedClient, nextMacrotask } from './helpers/gated-client';
 
 const rule = new Rule(4, 1e12);
+/** As docs/redis.md states: up to 4 rounds of script calls in flight, at most 16 decisions a call. */
+const ROUNDS = 4;
+const BATCH = 16;
 
 describe.skipIf(!redisPort)('batching', () => {
   const redis = useIoredis();
 
-  test('the calls of one tick go in one EVALSHA, at most 32 to a call; with batch: false, one each', async () => {
+  test('the calls of one tick go in one EVALSHA, at most 16 to a call; with batch: false, one each', async () => {
     const batched = countingClient(redis);
     const unbatched = countingClient(redis);
     const prefix = uniquePrefix('tick');
@@ -28,7 +31,7 @@ describe.skipIf(!redisPort)('batching', () => {
     await Promise.all(Array.from({ length: 10 }, (_, i) => limiter.tryAcquire(`user-${i}`)));
     expect(batched.sent).toEqual(['EVALSHA']);
     await Promise.all(Array.from({ length: 100 }, (_, i) => limiter.tryAcquire(`user-${i}`)));
-    expect(batched.sent).toHaveLength(1 + 4);
+    expect(batched.sent).toHaveLength(1 + Math.ceil(100 / BATCH));
     await Promise.all(Array.from({ length: 10 }, (_, i) => single.tryAcquire(`other-${i}`)));
     expect(unbatched.sent).toHaveLength(10);
   });
@@ -143,11 +146,18 @@ describe.skipIf(!redisPort)('batching', () => {
     ]);
   });
 
-  /** A call on 'first' whose reply is held, then `count` calls on new keys, one per macrotask. */
-  async function heldFirstThenOnePerMacrotask(count: number) {
+  /**
+   * A call on each of `first-0` to `first-3`, one per macrotask, each its own round with its reply
+   * held (the most rounds in flight), then `count` calls on new keys, one per macrotask.
+   */
+  async function heldRoundsThenOnePerMacrotask(count: number) {
     const gated = gatedClient(toScriptClient(redis));
     const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule, onStoreError: 'deny', prefix: uniquePrefix('across') });
-    const decisions = [limiter.tryAcquire('first')];
+    const decisions = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      await nextMacrotask();
+      decisions.push(limiter.tryAcquire(`first-${i}`));
+    }
     for (let i = 0; i < count; i++) {
       await nextMacrotask();
       decisions.push(limiter.tryAcquire(`user-${i}`));
@@ -170,29 +180,45 @@ describe.skipIf(!redisPort)('batching', () => {
     expect(gated.sent.map((keys) => keys.length)).toEqual([1, 1, 1, 1, 1]);
   });
 
-  test('calls arriving one per macrotask while a call is in flight go together in the next script call', async () => {
-    const { gated, decisions } = await heldFirstThenOnePerMacrotask(20);
-    expect(gated.sent).toEqual([['first'].map((key) => expect.stringMatching(new RegExp(`:${key}$`)))]);
+  test('calls arriving one per macrotask go at once while fewer than 4 rounds are in flight, then together in the next script call', async () => {
+    const { gated, decisions } = await heldRoundsThenOnePerMacrotask(10);
+    // Each of the first four went alone the moment it was made, though no reply had come back.
+    expect(gated.sent).toEqual(Array.from({ length: ROUNDS }, (_, i) => [expect.stringMatching(new RegExp(`:first-${i}$`))]));
     gated.open();
     expect((await Promise.all(decisions)).map(({ allowed, degraded }) => ({ allowed, degraded }))).toEqual(
-      Array.from({ length: 21 }, () => ({ allowed: true, degraded: undefined })),
+      Array.from({ length: ROUNDS + 10 }, () => ({ allowed: true, degraded: undefined })),
     );
-    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 20]);
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 1, 1, 1, 10]);
   });
 
-  test('a batch that fills up while a round is in flight goes at once; the rest wait for the round', async () => {
-    const { gated, decisions } = await heldFirstThenOnePerMacrotask(40);
-    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 32]);
+  test('a batch that fills up while the rounds are in flight goes at once; the rest wait for a round to end', async () => {
+    const { gated, decisions } = await heldRoundsThenOnePerMacrotask(40);
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 1, 1, 1, BATCH, BATCH]);
     gated.open();
     expect((await Promise.all(decisions)).every(({ allowed, degraded }) => allowed && degraded === undefined)).toBe(true);
-    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 32, 8]);
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 1, 1, 1, BATCH, BATCH, 40 - 2 * BATCH]);
+  });
+
+  test('over a client that may run requests in any order (no `ordered`), one script call is in flight at a time, full batches included', async () => {
+    const gated = gatedClient(toScriptClient(redis), { ordered: false });
+    const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule: new Rule(40, 1e12), onStoreError: 'deny', prefix: uniquePrefix('unordered') });
+    const decisions = [];
+    for (let i = 0; i < 40; i++) {
+      decisions.push(limiter.tryAcquire(`k${i % 2}`));
+      await nextMacrotask();
+    }
+    // Nothing went beside the first call, not even a full batch: sent apart, it could run first.
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1]);
+    gated.open();
+    expect((await Promise.all(decisions)).map(({ remaining }) => remaining)).toEqual(Array.from({ length: 40 }, (_, i) => 40 - 1 - (i >> 1)));
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, BATCH, BATCH, 40 - 1 - 2 * BATCH]);
   });
 
   test('calls on one key arriving across callbacks decide in the order made, as one by one would, over several batches', async () => {
     const gated = gatedClient(toScriptClient(redis));
     const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule: new Rule(40, 1e12), onStoreError: 'deny', prefix: uniquePrefix('order-across') });
-    // 100 calls on 3 keys with permits 1 to 3, one per macrotask, the first holding the rest back:
-    // the 99 behind it go as batches of at most 32, each key's calls spread over all of them.
+    // 100 calls on 3 keys with permits 1 to 3, one per macrotask, the first four (one round each)
+    // holding the rest back: the 96 behind them go as batches of 16, each key's calls spread over all.
     const calls = Array.from({ length: 100 }, (_, i) => ({ key: `k${i % 3}`, permits: 1 + ((i * 7) % 3) }));
     const decisions: Promise<{ allowed: boolean; remaining: number }>[] = [];
     for (const { key, permits } of calls) {
@@ -208,14 +234,19 @@ describe.skipIf(!redisPort)('batching', () => {
       return { allowed: true, remaining: 40 - before - permits };
     });
     expect((await Promise.all(decisions)).map(({ allowed, remaining }) => ({ allowed, remaining }))).toEqual(expected);
-    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 32, 32, 32, 3]);
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 1, 1, 1, ...Array.from({ length: 96 / BATCH }, () => BATCH)]);
     expect(expected.filter(({ allowed }) => !allowed).length).toBeGreaterThan(0);
   });
 
-  test('each call waiting behind a round is bounded by timeoutMs from its own start, not the round\'s', async () => {
+  test('each call waiting behind the rounds is bounded by timeoutMs from its own start, not theirs', async () => {
     const errors: [unknown, string][] = [];
+    const sent: string[][] = [];
+    const never = (keys: string[]) => {
+      sent.push(keys);
+      return new Promise<never>(() => {});
+    };
     const limiter = new RedisRateLimiter({
-      client: { evalsha: () => new Promise(() => {}), eval: () => new Promise(() => {}) },
+      client: { evalsha: (_sha1, keys) => never(keys), eval: (_script, keys) => never(keys), ordered: true },
       algorithm: 'token-bucket',
       rule,
       onStoreError: 'deny',
@@ -224,19 +255,26 @@ describe.skipIf(!redisPort)('batching', () => {
     });
     const started = performance.now();
     const settledAt = (decision: Promise<{ degraded?: string | undefined }>) => decision.then(({ degraded }) => ({ degraded, atMs: performance.now() - started }));
-    const first = settledAt(limiter.tryAcquire('first'));
+    const firsts = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      firsts.push(settledAt(limiter.tryAcquire(`first-${i}`)));
+      await nextMacrotask();
+    }
     await new Promise((resolve) => setTimeout(resolve, 60));
     const lateStart = performance.now() - started;
     const late = settledAt(limiter.tryAcquire('late', 2));
-    const [a, b] = await Promise.all([first, late]);
+    await nextMacrotask();
+    expect(sent).toHaveLength(ROUNDS); // the late call waits: every round is in flight
+    const [a, b] = await Promise.all([firsts[0]!, late, ...firsts]);
     expect(a.degraded).toBe('store-timeout');
     expect(b.degraded).toBe('store-timeout');
     expect(a.atMs).toBeGreaterThanOrEqual(99);
     expect(a.atMs).toBeLessThan(b.atMs);
-    // The late call waited for the round in flight, then was sent, and still got its own 100 ms.
+    // The late call waited for a round to end, then was sent, and still got its own 100 ms.
+    expect(sent).toHaveLength(ROUNDS + 1);
     expect(b.atMs - lateStart).toBeGreaterThanOrEqual(99);
     expect(errors).toEqual([
-      [expect.any(RedisTimeoutError), 'first'],
+      ...Array.from({ length: ROUNDS }, (_, i) => [expect.any(RedisTimeoutError), `first-${i}`]),
       [expect.any(RedisTimeoutError), 'late'],
     ]);
   });
@@ -252,6 +290,7 @@ describe.skipIf(!redisPort)('batching', () => {
           return stall ? new Promise(() => {}) : inner.evalsha(sha1, keys, args);
         },
         eval: (script, keys, args) => inner.eval(script, keys, args),
+        ordered: true,
       },
       algorithm: 'token-bucket',
       rule,
@@ -259,22 +298,25 @@ describe.skipIf(!redisPort)('batching', () => {
       timeoutMs: 300,
       prefix: uniquePrefix('released'),
     });
-    const stalled = limiter.tryAcquire('stalled');
-    await nextMacrotask();
+    const stalled = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      stalled.push(limiter.tryAcquire(`stalled-${i}`));
+      await nextMacrotask();
+    }
     stall = false;
-    // Started half a bound later, so they have time left once the stalled round gives up.
+    // Started half a bound later, so they have time left once the stalled rounds give up.
     await new Promise((resolve) => setTimeout(resolve, 150));
     const behind = [];
     for (let i = 0; i < 3; i++) {
       behind.push(limiter.tryAcquire(`behind-${i}`));
       await nextMacrotask();
     }
-    expect(sent).toEqual([1]);
-    expect((await stalled).degraded).toBe('store-timeout');
+    expect(sent).toEqual([1, 1, 1, 1]);
+    expect((await Promise.all(stalled)).map(({ degraded }) => degraded)).toEqual(Array.from({ length: ROUNDS }, () => 'store-timeout'));
     expect((await Promise.all(behind)).map(({ allowed, remaining, degraded }) => ({ allowed, remaining, degraded }))).toEqual(
       Array.from({ length: 3 }, () => ({ allowed: true, remaining: 3, degraded: undefined })),
     );
-    expect(sent).toEqual([1, 3]);
+    expect(sent).toEqual([1, 1, 1, 1, 3]);
   });
 
   test('a call whose bound passes while it waits is answered by the policy and never sent', async () => {
@@ -286,6 +328,7 @@ describe.skipIf(!redisPort)('batching', () => {
           return new Promise(() => {});
         },
         eval: () => new Promise(() => {}),
+        ordered: true,
       },
       algorithm: 'token-bucket',
       rule,
@@ -293,14 +336,17 @@ describe.skipIf(!redisPort)('batching', () => {
       timeoutMs: 50,
       prefix: 'p:',
     });
-    const first = limiter.tryAcquire('first');
-    await nextMacrotask();
+    const firsts = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      firsts.push(limiter.tryAcquire(`first-${i}`));
+      await nextMacrotask();
+    }
     const waiting = limiter.tryAcquire('waiting');
-    // Both bounds pass before the timer can run, so the waiting call is answered before its turn.
+    // Every bound passes before the timer can run, so the waiting call is answered before its turn.
     const until = performance.now() + 80;
     while (performance.now() < until);
-    expect((await Promise.all([first, waiting])).map(({ degraded }) => degraded)).toEqual(['store-timeout', 'store-timeout']);
+    expect((await Promise.all([...firsts, waiting])).map(({ degraded }) => degraded)).toEqual(Array.from({ length: ROUNDS + 1 }, () => 'store-timeout'));
     await nextMacrotask();
-    expect(sent).toEqual([['p:token-bucket:4/1000000000000:first']]);
+    expect(sent).toEqual(Array.from({ length: ROUNDS }, (_, i) => [`p:token-bucket:4/1000000000000:first-${i}`]));
   });
 });

@@ -99,7 +99,7 @@ const traces = fc.record({ startMs, steps: fc.array(step, { minLength: 1, maxLen
 // Past 2^53 the in-memory algorithms are exact on whole-ms readings only (on fractional ones their
 // wide products are rounded doubles, where PostgreSQL's numeric stays exact): whole moves there.
 const wholeMsTraces = traces.map(({ startMs, steps }) => ({ startMs, steps: steps.map((step) => ({ ...step, moveMs: Math.trunc(step.moveMs) })) }));
-// Long enough to span several batches (at most 32 decisions go in one round trip).
+// Long enough to span several batches (at most 16 decisions go in one Redis round trip, 4 in PostgreSQL).
 const longTraces = fc.record({ startMs, steps: fc.array(step, { minLength: 1, maxLength: 100, size: 'max' }) });
 
 type Trace = { startMs: number; steps: { moveMs: number; key: string; share: number }[] };

@@ -4,8 +4,9 @@ import type { RedisScriptClient } from '../../../src/redis';
  * The adapter shape over a real client that records the keys of each script call and, while
  * closed, holds every reply back until `open()`: a round trip that takes as long as a test likes,
  * so calls can arrive while one is in flight. `isCluster` makes the limiter batch by hash slot.
+ * It says it is `ordered` as the client it wraps is, unless told otherwise (an HTTP client's shape).
  */
-export function gatedClient(inner: RedisScriptClient, options: { isCluster?: boolean } = {}) {
+export function gatedClient(inner: RedisScriptClient, options: { isCluster?: boolean; ordered?: boolean } = {}) {
   const sent: string[][] = [];
   let held: (() => void)[] | undefined = [];
   const hold = <T>(reply: Promise<T>): Promise<T> => {
@@ -15,6 +16,7 @@ export function gatedClient(inner: RedisScriptClient, options: { isCluster?: boo
   };
   return {
     ...(options.isCluster ? { isCluster: true } : {}),
+    ordered: options.ordered ?? inner.ordered,
     sent,
     /** Lets the held replies through, in the order sent, and every later one at once. */
     open(): void {
