@@ -31,8 +31,6 @@ import { PostgresTimeoutError } from './timeout-error';
  * in bench/stores.ts).
  */
 const MAX_BATCH = 4;
-/** One round of part-filled batches in flight: under load, full batches of 4 go side by side, in key order (KeyOrder). */
-const MAX_ROUNDS = 1;
 
 /** One decision on its way to PostgreSQL. */
 interface Call {
@@ -158,7 +156,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
       return peekPolicy(error, key, permits);
     };
     this.#order = new KeyOrder(this.#send);
-    this.#coalescer = new Coalescer(this.#batch, MAX_BATCH, MAX_ROUNDS, true);
+    this.#coalescer = new Coalescer(this.#batch, MAX_BATCH, true);
     this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), clock === undefined ? systemScheduler : schedulerFor(clock));
   }
 

@@ -29,9 +29,9 @@ export interface RedisScriptClient {
   eval(script: string, keys: string[], args: string[]): Promise<unknown>;
   /**
    * True when script calls run in the order they were sent (one connection per server, as ioredis,
-   * node-redis and GLIDE keep): the limiter then keeps several script calls in flight. Left out (an
-   * HTTP client such as `@upstash/redis` may run requests sent together in any order), it keeps one
-   * at a time, so that calls on one key still run in the order they were made.
+   * node-redis and GLIDE keep): a full batch then goes at once, beside the script call in flight.
+   * Left out (an HTTP client such as `@upstash/redis` may run requests sent together in any order),
+   * it waits for that call to come back, so that calls on one key still run in the order made.
    */
   readonly ordered?: boolean | undefined;
 }

@@ -4,19 +4,24 @@ export interface Waiting {
 }
 
 /**
- * Sends calls to a store in batches, batching across callbacks. A call goes at once when fewer than
- * `maxRounds` rounds are in flight, with the other calls of its tick (in a microtask, so no call
- * waits for a timer and a quiet server adds no latency); otherwise it waits for a round to come back,
+ * Sends calls to a store in batches, batching across callbacks: a call that finds nothing in flight
+ * goes at once, with the other calls of its tick (in a microtask, so no call waits for a timer and
+ * a quiet server adds no latency); a call that finds a round in flight waits for it to come back,
  * whatever tick it arrives in, and then goes with every call that waited meanwhile. So under load
- * each round trip carries the calls that arrived during the ones before, and batches grow with the
- * load by themselves. A batch that fills up (`maxBatch` calls of one group) goes at once, rounds or
- * not: it gains nothing by waiting.
+ * each round trip carries the calls that arrived during the one before, and batches grow with the
+ * load by themselves. A batch that fills up (`maxBatch` calls of one group) goes at once, round or
+ * not (when the sends keep their order): it gains nothing by waiting, and the store runs it while
+ * the round is still out.
  *
  * A round is one send of everything that waited: a batch per group, each under `maxBatch` calls,
  * which bounds how long one script holds the store. A group is a hash slot on a Redis Cluster, where
  * one script may only touch keys of one slot, and a single group elsewhere. The round ends once each
  * of its batches has been answered or released by a timeout, so a server that does not answer
  * holds the waiting calls no longer than the bound.
+ *
+ * One round in flight, not more: measured with calls arriving one per macrotask (docs/redis.md, "When
+ * calls are batched"), four rounds in flight doubled the decisions/s of 8 callers but made the
+ * batches of a CPU-bound HTTP server a third as large, costing it more CPU per request than it saved.
  *
  * Calls wait and leave in the order they were made and one client sends the batches in that order,
  * so calls on one key reach the store in the order they were made. A call answered while it waited
@@ -25,23 +30,20 @@ export interface Waiting {
 export class Coalescer<T extends Waiting> {
   readonly #send: (batch: T[], flight: InFlight) => void;
   readonly #maxBatch: number;
-  readonly #maxRounds: number;
   readonly #fullGoesAtOnce: boolean;
   /** Calls not yet sent, by group, in the order made. */
   readonly #waiting = new Map<number, T[]>();
-  /** Rounds sent and not yet ended. */
-  #rounds = 0;
+  #inFlight = false;
   #scheduled = false;
 
   /**
    * `send` sends one batch and calls `flight.release()` once it is answered. `fullGoesAtOnce`: a full
-   * batch goes beside the rounds, when batches sent apart still reach the store in order (one
-   * connection, or an order kept by the sender); otherwise it waits for its round like the rest.
+   * batch goes beside the round, when batches sent apart still reach the store in order (one
+   * connection, or an order kept by the sender); otherwise it waits for the round like the rest.
    */
-  constructor(send: (batch: T[], flight: InFlight) => void, maxBatch: number, maxRounds: number, fullGoesAtOnce: boolean) {
+  constructor(send: (batch: T[], flight: InFlight) => void, maxBatch: number, fullGoesAtOnce: boolean) {
     this.#send = send;
     this.#maxBatch = maxBatch;
-    this.#maxRounds = maxRounds;
     this.#fullGoesAtOnce = fullGoesAtOnce;
   }
 
@@ -53,14 +55,14 @@ export class Coalescer<T extends Waiting> {
       // A full batch gains nothing by waiting: it goes now, outside the round, holding nothing back.
       this.#waiting.delete(group);
       this.#send(waiting.filter(unanswered), new InFlight());
-    } else if (this.#rounds < this.#maxRounds) {
+    } else if (!this.#inFlight) {
       this.#schedule();
     }
   }
 
-  /** A round's batches were all answered: the calls that waited meanwhile may go. */
+  /** The round's batches were all answered: the calls that waited meanwhile may go. */
   roundEnded(): void {
-    this.#rounds--;
+    this.#inFlight = false;
     // Scheduled after the round's callers were resolved, so the calls their code makes in the same
     // tick go too.
     if (this.#waiting.size > 0) this.#schedule();
@@ -82,7 +84,7 @@ export class Coalescer<T extends Waiting> {
     }
     this.#waiting.clear();
     if (batches.length === 0) return;
-    this.#rounds++;
+    this.#inFlight = true;
     const round = new Round(this, batches.length);
     for (const batch of batches) this.#send(batch, new InFlight(round));
   };

@@ -73,10 +73,9 @@ export interface RedisRateLimiterOptions {
    */
   refusalCache?: boolean | { maxKeys: number } | undefined;
   /**
-   * Sends a call at once while fewer than 4 script calls are in flight (with the other calls of its
-   * tick), and the calls made while 4 are in flight together in the next (up to 16 keys a call),
-   * each deciding exactly as if sent alone in the order asked. Over an adapter not marked
-   * `ordered` (an HTTP client), one script call is in flight at a time. On a Redis Cluster client (ioredis `Cluster`, node-redis
+   * Sends the calls made while a script call is in flight together in the next one (up to 16 keys
+   * a call), and a call that finds nothing in flight at once, each deciding exactly as if sent
+   * alone in the order asked. On a Redis Cluster client (ioredis `Cluster`, node-redis
    * `createCluster`, GLIDE `GlideClusterClient`) a batch holds keys of one hash slot. Set `false` when
    * the client routes each call by its first key in some other way (a sharding proxy, or an
    * adapter in front of a cluster): each decision is then one call on one key.

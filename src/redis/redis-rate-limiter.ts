@@ -27,16 +27,13 @@ import { checkStoreOptions, report, toRule } from './store-options';
 import { CallTimeouts } from './timeout';
 
 /**
- * How calls share script calls, measured with calls arriving one per macrotask (docs/redis.md, "When
- * calls are batched"; token bucket, ioredis, same runs). Up to 4 rounds in flight: with one, calls
- * waited behind a lone round while Redis and Node took turns, and 8 callers got 0.37x the decisions/s
- * of a bare `EVALSHA` per call; with 4, 0.70x, and 64 callers 2.3-2.45x rate-limiter-flexible
- * (2.1x with one). At most 16 decisions a script call: 32 made 4 rounds carry fewer decisions each
- * under heavy load and 64 callers 2.0-2.1x rate-limiter-flexible; one script holds Redis (and its
- * other clients) for only 25-50 µs.
+ * The most decisions one script call carries. Measured with calls arriving one per macrotask
+ * (docs/redis.md, "When calls are batched"; token bucket, ioredis, same runs): with 64 callers, 16
+ * gave 2.4-2.5x rate-limiter-flexible's decisions/s against 2.0-2.1x for 32, since a full batch
+ * leaves at once, beside the round, instead of waiting for it; one script then holds Redis (and its
+ * other clients) for only 25-40 µs.
  */
 const MAX_BATCH = 16;
-const MAX_ROUNDS = 4;
 
 /** The flight of a call sent alone, which holds no other call back. */
 const ALONE = new InFlight();
@@ -141,7 +138,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
       },
     });
     this.#timeouts = new CallTimeouts(timeoutMs, this.#sender.timedOut);
-    this.#coalescer = batch ? new Coalescer(this.#sender.send, MAX_BATCH, scriptClient.ordered === true ? MAX_ROUNDS : 1, scriptClient.ordered === true) : undefined;
+    this.#coalescer = batch ? new Coalescer(this.#sender.send, MAX_BATCH, scriptClient.ordered === true) : undefined;
     this.#slotPrefix = isClusterClient(client) ? clientKeyPrefix(client) : undefined;
     this.#operations = new KeyOperations({ client: scriptClient, script: plan.script, ruleArgs: plan.ruleArgs(this.rule), limit: this.rule.limit, clock, timeoutMs });
     // A wait ends when the store can no longer answer: with a client closed for good, a degraded

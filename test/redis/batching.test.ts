@@ -11,8 +11,7 @@ import { countingClient } from './helpers/counting-client';
 import { gatedClient, nextMacrotask } from './helpers/gated-client';
 
 const rule = new Rule(4, 1e12);
-/** As docs/redis.md states: up to 4 rounds of script calls in flight, at most 16 decisions a call. */
-const ROUNDS = 4;
+/** As docs/redis.md states: at most 16 decisions a script call. */
 const BATCH = 16;
 
 describe.skipIf(!redisPort)('batching', () => {
@@ -146,18 +145,11 @@ describe.skipIf(!redisPort)('batching', () => {
     ]);
   });
 
-  /**
-   * A call on each of `first-0` to `first-3`, one per macrotask, each its own round with its reply
-   * held (the most rounds in flight), then `count` calls on new keys, one per macrotask.
-   */
-  async function heldRoundsThenOnePerMacrotask(count: number) {
+  /** A call on 'first' whose reply is held, then `count` calls on new keys, one per macrotask. */
+  async function heldFirstThenOnePerMacrotask(count: number) {
     const gated = gatedClient(toScriptClient(redis));
     const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule, onStoreError: 'deny', prefix: uniquePrefix('across') });
-    const decisions = [];
-    for (let i = 0; i < ROUNDS; i++) {
-      await nextMacrotask();
-      decisions.push(limiter.tryAcquire(`first-${i}`));
-    }
+    const decisions = [limiter.tryAcquire('first')];
     for (let i = 0; i < count; i++) {
       await nextMacrotask();
       decisions.push(limiter.tryAcquire(`user-${i}`));
@@ -180,26 +172,25 @@ describe.skipIf(!redisPort)('batching', () => {
     expect(gated.sent.map((keys) => keys.length)).toEqual([1, 1, 1, 1, 1]);
   });
 
-  test('calls arriving one per macrotask go at once while fewer than 4 rounds are in flight, then together in the next script call', async () => {
-    const { gated, decisions } = await heldRoundsThenOnePerMacrotask(10);
-    // Each of the first four went alone the moment it was made, though no reply had come back.
-    expect(gated.sent).toEqual(Array.from({ length: ROUNDS }, (_, i) => [expect.stringMatching(new RegExp(`:first-${i}$`))]));
+  test('calls arriving one per macrotask while a call is in flight go together in the next script call', async () => {
+    const { gated, decisions } = await heldFirstThenOnePerMacrotask(10);
+    expect(gated.sent).toEqual([['first'].map((key) => expect.stringMatching(new RegExp(`:${key}$`)))]);
     gated.open();
     expect((await Promise.all(decisions)).map(({ allowed, degraded }) => ({ allowed, degraded }))).toEqual(
-      Array.from({ length: ROUNDS + 10 }, () => ({ allowed: true, degraded: undefined })),
+      Array.from({ length: 11 }, () => ({ allowed: true, degraded: undefined })),
     );
-    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 1, 1, 1, 10]);
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 10]);
   });
 
-  test('a batch that fills up while the rounds are in flight goes at once; the rest wait for a round to end', async () => {
-    const { gated, decisions } = await heldRoundsThenOnePerMacrotask(40);
-    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 1, 1, 1, BATCH, BATCH]);
+  test('a batch that fills up while a round is in flight goes at once; the rest wait for the round', async () => {
+    const { gated, decisions } = await heldFirstThenOnePerMacrotask(40);
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, BATCH, BATCH]);
     gated.open();
     expect((await Promise.all(decisions)).every(({ allowed, degraded }) => allowed && degraded === undefined)).toBe(true);
-    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 1, 1, 1, BATCH, BATCH, 40 - 2 * BATCH]);
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, BATCH, BATCH, 40 - 2 * BATCH]);
   });
 
-  test('over a client that may run requests in any order (no `ordered`), one script call is in flight at a time, full batches included', async () => {
+  test('over a client that may run requests in any order (no `ordered`), a full batch waits for the round like the rest', async () => {
     const gated = gatedClient(toScriptClient(redis), { ordered: false });
     const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule: new Rule(40, 1e12), onStoreError: 'deny', prefix: uniquePrefix('unordered') });
     const decisions = [];
@@ -217,8 +208,8 @@ describe.skipIf(!redisPort)('batching', () => {
   test('calls on one key arriving across callbacks decide in the order made, as one by one would, over several batches', async () => {
     const gated = gatedClient(toScriptClient(redis));
     const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule: new Rule(40, 1e12), onStoreError: 'deny', prefix: uniquePrefix('order-across') });
-    // 100 calls on 3 keys with permits 1 to 3, one per macrotask, the first four (one round each)
-    // holding the rest back: the 96 behind them go as batches of 16, each key's calls spread over all.
+    // 100 calls on 3 keys with permits 1 to 3, one per macrotask, the first holding the rest back:
+    // the 99 behind it go as batches of at most 16, each key's calls spread over all of them.
     const calls = Array.from({ length: 100 }, (_, i) => ({ key: `k${i % 3}`, permits: 1 + ((i * 7) % 3) }));
     const decisions: Promise<{ allowed: boolean; remaining: number }>[] = [];
     for (const { key, permits } of calls) {
@@ -234,19 +225,14 @@ describe.skipIf(!redisPort)('batching', () => {
       return { allowed: true, remaining: 40 - before - permits };
     });
     expect((await Promise.all(decisions)).map(({ allowed, remaining }) => ({ allowed, remaining }))).toEqual(expected);
-    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 1, 1, 1, ...Array.from({ length: 96 / BATCH }, () => BATCH)]);
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, ...Array.from({ length: 6 }, () => BATCH), 99 - 6 * BATCH]);
     expect(expected.filter(({ allowed }) => !allowed).length).toBeGreaterThan(0);
   });
 
-  test('each call waiting behind the rounds is bounded by timeoutMs from its own start, not theirs', async () => {
+  test('each call waiting behind a round is bounded by timeoutMs from its own start, not the round\'s', async () => {
     const errors: [unknown, string][] = [];
-    const sent: string[][] = [];
-    const never = (keys: string[]) => {
-      sent.push(keys);
-      return new Promise<never>(() => {});
-    };
     const limiter = new RedisRateLimiter({
-      client: { evalsha: (_sha1, keys) => never(keys), eval: (_script, keys) => never(keys), ordered: true },
+      client: { evalsha: () => new Promise(() => {}), eval: () => new Promise(() => {}) },
       algorithm: 'token-bucket',
       rule,
       onStoreError: 'deny',
@@ -255,26 +241,19 @@ describe.skipIf(!redisPort)('batching', () => {
     });
     const started = performance.now();
     const settledAt = (decision: Promise<{ degraded?: string | undefined }>) => decision.then(({ degraded }) => ({ degraded, atMs: performance.now() - started }));
-    const firsts = [];
-    for (let i = 0; i < ROUNDS; i++) {
-      firsts.push(settledAt(limiter.tryAcquire(`first-${i}`)));
-      await nextMacrotask();
-    }
+    const first = settledAt(limiter.tryAcquire('first'));
     await new Promise((resolve) => setTimeout(resolve, 60));
     const lateStart = performance.now() - started;
     const late = settledAt(limiter.tryAcquire('late', 2));
-    await nextMacrotask();
-    expect(sent).toHaveLength(ROUNDS); // the late call waits: every round is in flight
-    const [a, b] = await Promise.all([firsts[0]!, late, ...firsts]);
+    const [a, b] = await Promise.all([first, late]);
     expect(a.degraded).toBe('store-timeout');
     expect(b.degraded).toBe('store-timeout');
     expect(a.atMs).toBeGreaterThanOrEqual(99);
     expect(a.atMs).toBeLessThan(b.atMs);
-    // The late call waited for a round to end, then was sent, and still got its own 100 ms.
-    expect(sent).toHaveLength(ROUNDS + 1);
+    // The late call waited for the round in flight, then was sent, and still got its own 100 ms.
     expect(b.atMs - lateStart).toBeGreaterThanOrEqual(99);
     expect(errors).toEqual([
-      ...Array.from({ length: ROUNDS }, (_, i) => [expect.any(RedisTimeoutError), `first-${i}`]),
+      [expect.any(RedisTimeoutError), 'first'],
       [expect.any(RedisTimeoutError), 'late'],
     ]);
   });
@@ -290,7 +269,6 @@ describe.skipIf(!redisPort)('batching', () => {
           return stall ? new Promise(() => {}) : inner.evalsha(sha1, keys, args);
         },
         eval: (script, keys, args) => inner.eval(script, keys, args),
-        ordered: true,
       },
       algorithm: 'token-bucket',
       rule,
@@ -298,25 +276,22 @@ describe.skipIf(!redisPort)('batching', () => {
       timeoutMs: 300,
       prefix: uniquePrefix('released'),
     });
-    const stalled = [];
-    for (let i = 0; i < ROUNDS; i++) {
-      stalled.push(limiter.tryAcquire(`stalled-${i}`));
-      await nextMacrotask();
-    }
+    const stalled = limiter.tryAcquire('stalled');
+    await nextMacrotask();
     stall = false;
-    // Started half a bound later, so they have time left once the stalled rounds give up.
+    // Started half a bound later, so they have time left once the stalled round gives up.
     await new Promise((resolve) => setTimeout(resolve, 150));
     const behind = [];
     for (let i = 0; i < 3; i++) {
       behind.push(limiter.tryAcquire(`behind-${i}`));
       await nextMacrotask();
     }
-    expect(sent).toEqual([1, 1, 1, 1]);
-    expect((await Promise.all(stalled)).map(({ degraded }) => degraded)).toEqual(Array.from({ length: ROUNDS }, () => 'store-timeout'));
+    expect(sent).toEqual([1]);
+    expect((await stalled).degraded).toBe('store-timeout');
     expect((await Promise.all(behind)).map(({ allowed, remaining, degraded }) => ({ allowed, remaining, degraded }))).toEqual(
       Array.from({ length: 3 }, () => ({ allowed: true, remaining: 3, degraded: undefined })),
     );
-    expect(sent).toEqual([1, 1, 1, 1, 3]);
+    expect(sent).toEqual([1, 3]);
   });
 
   test('a call whose bound passes while it waits is answered by the policy and never sent', async () => {
@@ -328,7 +303,6 @@ describe.skipIf(!redisPort)('batching', () => {
           return new Promise(() => {});
         },
         eval: () => new Promise(() => {}),
-        ordered: true,
       },
       algorithm: 'token-bucket',
       rule,
@@ -336,17 +310,14 @@ describe.skipIf(!redisPort)('batching', () => {
       timeoutMs: 50,
       prefix: 'p:',
     });
-    const firsts = [];
-    for (let i = 0; i < ROUNDS; i++) {
-      firsts.push(limiter.tryAcquire(`first-${i}`));
-      await nextMacrotask();
-    }
+    const first = limiter.tryAcquire('first');
+    await nextMacrotask();
     const waiting = limiter.tryAcquire('waiting');
-    // Every bound passes before the timer can run, so the waiting call is answered before its turn.
+    // Both bounds pass before the timer can run, so the waiting call is answered before its turn.
     const until = performance.now() + 80;
     while (performance.now() < until);
-    expect((await Promise.all([...firsts, waiting])).map(({ degraded }) => degraded)).toEqual(Array.from({ length: ROUNDS + 1 }, () => 'store-timeout'));
+    expect((await Promise.all([first, waiting])).map(({ degraded }) => degraded)).toEqual(['store-timeout', 'store-timeout']);
     await nextMacrotask();
-    expect(sent).toEqual(Array.from({ length: ROUNDS }, (_, i) => [`p:token-bucket:4/1000000000000:first-${i}`]));
+    expect(sent).toEqual([['p:token-bucket:4/1000000000000:first']]);
   });
 });
