@@ -17,8 +17,8 @@ const FIRST_CAPACITY = 1024;
  * end of a lane (a ring buffer in time order), and comes out of its front. Only entries that fit no
  * lane, and those `push`ed again out of order, go to a binary min-heap. A flood of new keys then
  * costs a lane step each way, not a heap's ~17 levels over three arrays of 100 000 entries: the
- * heap was 16% of a flood's CPU in bench/flood.ts, and the flood's cost fell from 4.2x a resident
- * key's decision to 2.6-3.3x. Several lanes keep the new keys of a few rules apart (a flood of
+ * heap was 16% of a flood's CPU in bench/flood.ts, and the flood's cost fell from 3.8-4.2x a
+ * resident key's decision to 2.3-3.1x (four full runs of `npm run bench`). Several lanes keep the new keys of a few rules apart (a flood of
  * anonymous keys beside new signed-in users with a longer window); a lane is given to the entry it
  * delays least.
  */
