@@ -1,6 +1,6 @@
 import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
 import { partsOf } from '../algorithms/composite';
-import type { Decision } from '../core/decision';
+import { type Decision, keyTableFull } from '../core/decision';
 import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
 import { carryOver } from './carry-over';
@@ -320,6 +320,5 @@ export function checkFactory(algorithm: unknown): void {
 export function tableFull(fresh: RateLimitAlgorithm, granted: Decision, permits: number, now: number): Decision {
   const { limit } = granted;
   const emptied = permits < limit ? fresh.tryAcquire(now, limit - permits) : granted;
-  // One object, shaped as `degrade` shapes it: 40% of a flood's calls are refused so.
-  return { allowed: false, limit, remaining: 0, retryAfterMs: Math.max(1, emptied.resetAfterMs), resetAfterMs: 0, degraded: 'key-table-full' };
+  return keyTableFull(limit, emptied.resetAfterMs);
 }

@@ -1,5 +1,5 @@
 import { type Clock, systemClock } from '../core/clock';
-import { type Decision, degrade, reject } from '../core/decision';
+import { type Decision, keyTableFull } from '../core/decision';
 import type { Rule } from '../core/rule';
 import { rangeError, typeError } from '../core/errors';
 import { Closable } from '../core/symbols';
@@ -339,8 +339,7 @@ export class SharedKeyedRateLimiter extends Closable {
   /** The refusal of a new key that found no room: retry once a key that used the whole limit now would be as new. */
   #tableFull(now: number): Decision {
     const { limit } = this.#header;
-    const emptied = this.#fresh.decide(0, now, limit, false);
-    return degrade(reject(limit, 0, Math.max(1, emptied.resetAfterMs), 0), 'key-table-full');
+    return keyTableFull(limit, this.#fresh.decide(0, now, limit, false).resetAfterMs);
   }
 }
 
