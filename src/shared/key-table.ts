@@ -23,9 +23,9 @@ import { H, HEADER_WORDS } from './layout';
 // thread would have: a committed claim is an idle key, so its slot can be given away); or a key
 // count raised for a slot it never took, or never lowered for one it gave up. The count can only be
 // too high then, so it is healed where it would refuse a new key: once it has stood at one value
-// for at least RECOUNT_MS, the table is counted again and the count set to what it holds. A thread
-// paused that long between counting a key and claiming its slot lets one key more in: that is the
-// price, and it is paid only after a thread died or stalled for a second.
+// for a recount period (RECOUNT_MS, longer for huge tables), the table is counted again and the
+// count set to what it holds. A thread paused that long between counting a key and claiming its
+// slot lets one key more in: that is the price, paid only after a thread died or stalled that long.
 //
 // Only an idle key's slot is given away. The giver marks it RETIRING, then reads the state; a
 // thread deciding for that key writes the state, then reads the key word, and takes the mark off
@@ -40,9 +40,14 @@ const FREE = RETIRING;
 const WINDOW = 64;
 /** Claims a new key makes before its call is answered as if the table were full. */
 const ATTEMPTS = 8;
-/** How long the key count must stand still, while it refuses a new key, before the table is counted again. */
-export const RECOUNT_MS = 1000;
-/** The recount word: (RECOUNT_MS periods since the epoch + 1) << SIZE_BITS | the count then. */
+/**
+ * How long the key count must stand still, while it refuses a new key, before the table is counted
+ * again: a second, or a microsecond per slot for tables past 2^20 slots, so that counting (a few ns
+ * a slot, paid by the one call that does it) stays under 1% of the time.
+ */
+const RECOUNT_MS = 1000;
+const RECOUNT_SLOTS = 2 ** 20;
+/** The recount word: (recount periods since the epoch + 1) << SIZE_BITS | the count then. */
 const SIZE_BITS = 27n;
 const SIZE_MASK = (1n << SIZE_BITS) - 1n;
 
@@ -58,12 +63,14 @@ export class SharedKeyTable {
   readonly #mask: number;
   readonly #window: number;
   readonly #maxKeys: bigint;
+  readonly #recountMs: number;
 
   constructor(words: BigUint64Array, slots: number, maxKeys: number) {
     this.#words = words;
     this.#mask = slots - 1;
     this.#window = Math.min(WINDOW, slots);
     this.#maxKeys = BigInt(maxKeys);
+    this.#recountMs = RECOUNT_MS * Math.max(1, slots / RECOUNT_SLOTS);
   }
 
   /** The index of a slot's state word in the buffer. */
@@ -256,14 +263,14 @@ export class SharedKeyTable {
   /**
    * Heals a key count raised by a stopped thread: true when it was found too high and lowered. Runs
    * only where the count would refuse a new key; the first such refusal notes the count and the
-   * time, and one at least RECOUNT_MS later that finds the same count counts the table (once per
+   * time, and one at least a recount period later that finds the same count counts the table (once per
    * period, whichever thread gets there) and sets the count to the keys and claims it holds.
    */
   #recount(now: number): boolean {
     const words = this.#words;
     const size = Atomics.load(words, H.size);
     const seen = Atomics.load(words, H.recount);
-    const period = BigInt(Math.floor(now / RECOUNT_MS) + 1);
+    const period = BigInt(Math.floor(now / this.#recountMs) + 1);
     if (seen === 0n || (seen & SIZE_MASK) !== size) {
       Atomics.compareExchange(words, H.recount, seen, (period << SIZE_BITS) | size);
       return false;

@@ -37,7 +37,7 @@ export interface SharedKeyedRateLimiterOptions {
   /** How many permits a key may use per window (read by its fields: `limit`, and a whole number of ms `windowMs`). */
   rule: Rule;
   /**
-   * The most keys stored at once: the buffer is sized for them (16 bytes per slot, two slots or
+   * The most keys stored at once: the buffer is sized for them (16 bytes per slot, 2.5 slots or
    * more per key; a sliding log adds 8 bytes per slot and permit of its limit). A new key that finds
    * no room is refused with `degraded: 'key-table-full'`; only idle keys are ever replaced.
    */
