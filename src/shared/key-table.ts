@@ -47,9 +47,13 @@ const ATTEMPTS = 8;
  */
 const RECOUNT_MS = 1000;
 const RECOUNT_SLOTS = 2 ** 20;
-/** The recount word: (recount periods since the epoch + 1) << SIZE_BITS | the count then. */
+/**
+ * The recount word: (recount periods since the epoch + 1, mod 2^37) << SIZE_BITS | the count then.
+ * Periods are compared modulo 2^37 (4 000 years of seconds), so a clock far ahead never overflows it.
+ */
 const SIZE_BITS = 27n;
 const SIZE_MASK = (1n << SIZE_BITS) - 1n;
+const PERIOD_MASK = (1n << (64n - SIZE_BITS)) - 1n;
 
 /** No slot: the key is not stored (find), or there is no room for it (findOrInsert). */
 export const NOT_FOUND = -1;
@@ -170,12 +174,7 @@ export class SharedKeyTable {
     for (let k = 0; k < this.#window; k++) {
       const slot = (low + k) & this.#mask;
       const at = HEADER_WORDS + 2 * slot;
-      let v = Atomics.load(words, at);
-      if ((v & PENDING) !== 0n) {
-        // A claim in the way, maybe of a stopped thread: settle it as its thread would, then look at what is left.
-        this.#finish(slot, v);
-        v = Atomics.load(words, at);
-      }
+      let v = this.#settled(slot);
       if (v === 0n || v === FREE || (v & PENDING) !== 0n) continue;
       if ((v & RETIRING) === 0n) {
         if (Atomics.compareExchange(words, at, v, v | RETIRING) !== v) continue;
@@ -235,29 +234,30 @@ export class SharedKeyTable {
    * `findOrInsert` would, and changes nothing else.
    */
   hasRoom(low: number, now: number, isIdle: (slot: number) => boolean): boolean {
-    const words = this.#words;
     let free = false;
     for (let k = 0; k < this.#window; k++) {
       const slot = (low + k) & this.#mask;
-      const at = HEADER_WORDS + 2 * slot;
-      let v = Atomics.load(words, at);
-      if ((v & PENDING) !== 0n) {
-        this.#finish(slot, v);
-        v = Atomics.load(words, at);
-      }
+      const v = this.#settled(slot);
       // As there: an idle key anywhere in the window makes room; a free slot does while the count allows.
       if (v === 0n || v === FREE) free = true;
       else if ((v & PENDING) === 0n && isIdle(slot)) return true;
     }
-    return free && (Atomics.load(words, H.size) < this.#maxKeys || this.#recount(now));
+    return free && (Atomics.load(this.#words, H.size) < this.#maxKeys || this.#recount(now));
   }
 
-  /** Settles the claim `v` found in `slot`, whoever made it: its key's home is in its hash. */
-  #finish(slot: number, v: bigint): void {
+  /**
+   * The key word of `slot`, once a claim found there (maybe of a stopped thread) is settled as its
+   * own thread would have settled it: the claim's home is in its hash.
+   */
+  #settled(slot: number): bigint {
+    const at = HEADER_WORDS + 2 * slot;
+    const v = Atomics.load(this.#words, at);
+    if ((v & PENDING) === 0n) return v;
     const h = v & ~PENDING;
     const home = Number(h & 0xffff_ffffn);
     const position = (slot - home) & this.#mask;
     if (position < this.#window) this.#settle(h, home, position);
+    return Atomics.load(this.#words, at);
   }
 
   /**
@@ -270,12 +270,12 @@ export class SharedKeyTable {
     const words = this.#words;
     const size = Atomics.load(words, H.size);
     const seen = Atomics.load(words, H.recount);
-    const period = BigInt(Math.floor(now / this.#recountMs) + 1);
+    const period = BigInt.asUintN(64 - Number(SIZE_BITS), BigInt(Math.floor(now / this.#recountMs) + 1)) || 1n;
     if (seen === 0n || (seen & SIZE_MASK) !== size) {
       Atomics.compareExchange(words, H.recount, seen, (period << SIZE_BITS) | size);
       return false;
     }
-    if (period < (seen >> SIZE_BITS) + 2n || Atomics.compareExchange(words, H.recount, seen, 0n) !== seen) return false;
+    if (((period - (seen >> SIZE_BITS)) & PERIOD_MASK) < 2n || Atomics.compareExchange(words, H.recount, seen, 0n) !== seen) return false;
     let live = 0n;
     for (let at = HEADER_WORDS; at < HEADER_WORDS + 2 * (this.#mask + 1); at += 2) {
       const v = Atomics.load(words, at);

@@ -15,14 +15,18 @@ const runArb = fc.record({
   steps: fc.array(fc.record({ second: fc.boolean(), at: fc.double({ min: 0, max: 10, noNaN: true }), permits: fc.integer({ min: 1, max: 20 }) }), { minLength: 1, maxLength: 60 }),
 });
 
+/** Two handles on one buffer, each with its own clock. */
+function twoHandles(algorithm: SharedAlgorithm, rule: Rule) {
+  const clocks = [new ManualClock(0), new ManualClock(0)] as const;
+  const first = new SharedKeyedRateLimiter({ algorithm, rule, maxKeys: 4, clock: clocks[0] });
+  return { clocks, handles: [first, SharedKeyedRateLimiter.attach(first.buffer, { clock: clocks[1] })] as const };
+}
+
 describe.each(ALGORITHMS)('shared %s, two handles on backward clocks', (algorithm) => {
   test.prop([runArb], { numRuns: 200 })(
     'remaining is never negative, nor above the limit, and the headers can always be written',
     ({ limit, windowMs, steps }) => {
-      const rule = new Rule(limit, windowMs);
-      const clocks = [new ManualClock(0), new ManualClock(0)] as const;
-      const first = new SharedKeyedRateLimiter({ algorithm, rule, maxKeys: 4, clock: clocks[0] });
-      const handles = [first, SharedKeyedRateLimiter.attach(first.buffer, { clock: clocks[1] })] as const;
+      const { clocks, handles } = twoHandles(algorithm, new Rule(limit, windowMs));
       for (const { second, at, permits } of steps) {
         const i = second ? 1 : 0;
         clocks[i].set(Math.floor(at * windowMs));
@@ -40,10 +44,7 @@ describe.each<SharedAlgorithm>(['token-bucket', 'leaky-bucket'])('shared %s, two
   test.prop([runArb], { numRuns: 200 })(
     'a reading behind the stored time counts as no time passed: never more granted than the limit plus what the latest reading refilled',
     ({ limit, windowMs, steps }) => {
-      const rule = new Rule(limit, windowMs);
-      const clocks = [new ManualClock(0), new ManualClock(0)] as const;
-      const first = new SharedKeyedRateLimiter({ algorithm, rule, maxKeys: 4, clock: clocks[0] });
-      const handles = [first, SharedKeyedRateLimiter.attach(first.buffer, { clock: clocks[1] })] as const;
+      const { clocks, handles } = twoHandles(algorithm, new Rule(limit, windowMs));
       let granted = 0;
       let latest = 0;
       for (const { second, at, permits } of steps) {
