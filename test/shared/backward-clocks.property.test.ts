@@ -2,7 +2,7 @@
 // the other's at times (two workers on systemClock differ by a fraction of a millisecond; a test
 // clock by anything). A reading behind what the buffer already holds counts as no time passed.
 import { fc, test } from '@fast-check/vitest';
-import { describe, expect } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock, Rule } from '../../src/index';
 import { rateLimitHeaders } from '../../src/http';
 import { SharedKeyedRateLimiter, type SharedAlgorithm } from '../../src/shared';
@@ -59,4 +59,15 @@ describe.each<SharedAlgorithm>(['token-bucket', 'leaky-bucket'])('shared %s, two
       }
     },
   );
+});
+
+describe.each<SharedAlgorithm>(['token-bucket', 'leaky-bucket'])('shared %s counted in BigInt (a capacity of 2^52 units or more)', (algorithm) => {
+  it('a reading behind the spender’s sees the bucket empty, never less than empty', () => {
+    const rule = new Rule(1025, 2 ** 42); // 1025 × 2^42 scaled units: past 2^52, the wide path
+    const { clocks, handles } = twoHandles(algorithm, rule);
+    clocks[0].set(2 ** 43);
+    expect(handles[0].tryAcquire('k', 1025).remaining).toBe(0);
+    expect(handles[1].tryAcquire('k')).toEqual({ allowed: false, limit: 1025, remaining: 0, retryAfterMs: Math.ceil(2 ** 42 / 1025), resetAfterMs: 2 ** 42 });
+    expect(handles[1].peek('k', 1025).remaining).toBe(0);
+  });
 });
