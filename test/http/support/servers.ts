@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { request, type Server } from 'node:http';
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { serve } from '@hono/node-server';
 import express from 'express';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
@@ -17,7 +17,9 @@ import {
 
 /** The adapters under test, each behind a real server on loopback. */
 export const ADAPTERS = ['express', 'fastify', 'hono', 'fetch'] as const;
-export type Adapter = (typeof ADAPTERS)[number];
+/** `nodeRateLimit` on a bare `node:http` server: GET / and GET /fail only, for the tests that name it. */
+export const NODE_HTTP = 'node:http';
+export type Adapter = (typeof ADAPTERS)[number] | typeof NODE_HTTP;
 
 type Header = (name: string) => string | undefined;
 
@@ -83,6 +85,31 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
       res.status(500).send(error.message);
     });
     return listenNode(app.listen(0, '127.0.0.1'));
+  },
+
+  async 'node:http'(setup) {
+    const { key, cost, skip, settle, onSettleError, customRefusal, ...common } = setup;
+    const header = (req: IncomingMessage): Header => (name) => {
+      const value = req.headers[name];
+      return Array.isArray(value) ? value.join(', ') : value;
+    };
+    const limit = nodeRateLimit<IncomingMessage, ServerResponse>({
+      ...common,
+      ...(key && { key: (req) => key(header(req)) }),
+      ...(cost && { cost: (req) => cost(header(req)) }),
+      ...(skip && { skip: (req) => skip(req.url ?? '/') }),
+      ...(settle && { settle: (status, req) => settle(status, header(req)) }),
+      ...(onSettleError && { onSettleError }),
+      ...(customRefusal && { onRejected: (_req, res, decision) => void res.writeHead(503).end(refusalText(decision)) }),
+    });
+    const server = createServer((req, res) =>
+      limit(req, res, (error) => {
+        if (error !== undefined) res.writeHead(500).end((error as Error).message);
+        else if (req.url === '/fail') res.writeHead(401).end('no');
+        else res.end('ok');
+      }),
+    );
+    return listenNode(server.listen(0, '127.0.0.1'));
   },
 
   async fastify(setup) {
