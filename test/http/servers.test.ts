@@ -6,7 +6,7 @@ import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter
 import type { ForwardedHeader } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
 import { redisPort, uniquePrefix, useIoredis } from '../redis/helpers/clients';
-import { ADAPTERS, CORS_HEADERS, getWithLines, limitFields, NODE_HTTP, start, type Running, type Setup } from './support/servers';
+import { ADAPTERS, CORS_HEADERS, getWithLines, limitFields, NODE_HTTP, start, type Adapter, type Running, type Setup } from './support/servers';
 
 // Every adapter, behind its real framework on loopback, must answer the same requests the same way.
 // The limiter's clock is frozen, so every field value is exact: a token bucket of 3 per minute
@@ -341,7 +341,7 @@ describe.each(ADAPTERS)('%s', (adapter) => {
 // host`, nginx `;host=$host`) lets the client choose the element's length. Dropped as too long, the
 // element used to hand the spent client the peer's key (the proxy's own): two more requests, and then
 // the proxy's own requests were refused.
-describe.each([...ADAPTERS, NODE_HTTP])('%s behind a proxy that writes the client\'s host', (adapter) => {
+describe.each<Adapter>([...ADAPTERS, NODE_HTTP])('%s behind a proxy that writes the client\'s host', (adapter) => {
   let server: Running | undefined;
   afterEach(async () => {
     await server?.close();
