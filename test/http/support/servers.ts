@@ -44,13 +44,23 @@ export interface Running {
 
 const refusalText = (decision: Decision) => `retry in ${decision.retryAfterMs} ms`;
 
+/** Routes whose handler throws: an `Error` at /throw, and at /throw/<kind> something that is no `Error`. */
+export const THROWING = {
+  '/throw': () => new Error('boom'),
+  '/throw/string': () => 'boom',
+  '/throw/object': () => ({ reason: 'boom' }),
+  '/throw/response': () => new Response('no', { status: 418 }),
+} as const;
+export type ThrowingPath = keyof typeof THROWING;
+const throwingPaths = Object.keys(THROWING) as ThrowingPath[];
+
 /** What the app's CORS handler answers to OPTIONS /: 204 with these headers. */
 export const CORS_HEADERS = { 'access-control-allow-origin': '*', 'access-control-allow-methods': 'GET, POST' } as const;
 
 /**
  * Starts `adapter` with GET / ("ok"), GET /health ("up"), GET /fail (401 "no"), GET /decision (the
- * decision the handler was handed, as JSON) and OPTIONS / (204 with `CORS_HEADERS`, standing for a
- * CORS handler after the limiter); errors answer 500 with their message. Node-based servers
+ * decision the handler was handed, as JSON), the `THROWING` routes, and OPTIONS / (204 with
+ * `CORS_HEADERS`, standing for a CORS handler after the limiter); errors answer 500 with their message. Node-based servers
  * (express, fastify) also have GET /hang (never answers) and GET /stream (sends its status and a
  * first chunk, then never ends), for clients that leave mid-response.
  */
@@ -79,6 +89,11 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
     app.options('/', (_req, res) => void res.status(204).set(CORS_HEADERS).end());
     app.get('/fail', (_req, res) => void res.status(401).send('no'));
     app.get('/decision', (req, res) => void res.json(req.rateLimit));
+    for (const path of throwingPaths) {
+      app.get(path, () => {
+        throw THROWING[path]();
+      });
+    }
     app.get('/hang', () => {});
     app.get('/stream', (_req, res) => void res.write('first'));
     app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
@@ -138,6 +153,11 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
     app.options('/', async (_req, reply) => reply.code(204).headers(CORS_HEADERS).send());
     app.get('/fail', async (_req, reply) => reply.code(401).send('no'));
     app.get('/decision', async (req) => (req as FastifyRequest & { rateLimit?: Decision }).rateLimit);
+    for (const path of throwingPaths) {
+      app.get(path, async () => {
+        throw THROWING[path]();
+      });
+    }
     app.get('/hang', (_req, reply) => reply.hijack());
     app.get('/stream', (_req, reply) => {
       reply.hijack();
@@ -169,6 +189,11 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
     app.options('/', (c) => c.body(null, 204, CORS_HEADERS));
     app.get('/fail', (c) => c.text('no', 401));
     app.get('/decision', (c) => c.json(c.get('rateLimit')));
+    for (const path of throwingPaths) {
+      app.get(path, () => {
+        throw THROWING[path]();
+      });
+    }
     app.onError((error, c) => c.text(error.message, 500));
     return listenNode(serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server);
   },
@@ -191,6 +216,7 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
         const path = new URL(request.url).pathname;
         if (path === '/fail') return new Response('no', { status: 401 });
         if (path === '/decision') return Response.json(rateLimitOf(request));
+        if (path in THROWING) throw THROWING[path as ThrowingPath]();
         return new Response(path === '/health' ? 'up' : 'ok');
       },
     );
@@ -199,7 +225,7 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
       try {
         return await (handler as (request: Request, env: unknown) => Promise<Response>)(request, env);
       } catch (error) {
-        return new Response((error as Error).message, { status: 500 });
+        return new Response(String((error as Partial<Error> | undefined)?.message), { status: 500 });
       }
     };
     return listenNode(serve({ fetch, port: 0, hostname: '127.0.0.1' }) as Server);
