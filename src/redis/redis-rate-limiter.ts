@@ -418,11 +418,16 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
 
 type Policy = (error: unknown, key: string, permits: number) => Decision | Promise<Decision>;
 
+/** The refusal cache's bounds when `true` (or an object) leaves them out. */
+const REFUSAL_CACHE_KEYS = 10_000;
+const REFUSAL_CACHE_MS = 1000;
+
 function refusalCacheFor(option: unknown): RefusalCache | undefined {
   if (option === false) return undefined;
-  if (option === true) return new RefusalCache(10_000);
-  if (option !== null && typeof option === 'object') {
-    return new RefusalCache(integerIn('refusalCache.maxKeys', (option as { maxKeys: unknown }).maxKeys, 1, Number.MAX_SAFE_INTEGER));
+  if (option === true) return new RefusalCache(REFUSAL_CACHE_KEYS, REFUSAL_CACHE_MS);
+  if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
+    const { maxKeys = REFUSAL_CACHE_KEYS, maxMs = REFUSAL_CACHE_MS } = option as { maxKeys?: unknown; maxMs?: unknown };
+    return new RefusalCache(integerIn('refusalCache.maxKeys', maxKeys, 1, Number.MAX_SAFE_INTEGER), integerIn('refusalCache.maxMs', maxMs, 1, Number.MAX_SAFE_INTEGER));
   }
-  throw typeError(`ratekeeper: \`refusalCache\` must be true, false or { maxKeys }, got ${describe(option)}`);
+  throw typeError(`ratekeeper: \`refusalCache\` must be true, false or { maxKeys?, maxMs? }, got ${describe(option)}`);
 }
