@@ -13,6 +13,12 @@ type Emitter = { once(event: string, listener: () => void): unknown; removeListe
 /** What ends a wait for a connection attempt: it succeeded, failed, or the client was closed. */
 const OUTCOMES = ['ready', 'error', 'close', 'end'];
 
+/** Clients seen ready once: nothing waits for them again. */
+const beenReady = new WeakSet<object>();
+
+/** Each client's connection attempt under way, shared by every limiter on it (one set of listeners). */
+const attempts = new WeakMap<object, Promise<void>>();
+
 /**
  * For a client that fails commands while not ready instead of queueing them (ioredis
  * `enableOfflineQueue: false`, node-redis `disableOfflineQueue: true`): a function answering, before
@@ -29,26 +35,28 @@ export function startUp(client: unknown): (() => Promise<void> | undefined) | un
   const failsOffline = c.options?.enableOfflineQueue === false || c.options?.disableOfflineQueue === true;
   if (!failsOffline || typeof c.once !== 'function' || typeof c.removeListener !== 'function') return undefined;
   const emitter = client as Emitter;
-  let beenReady = false;
-  let attempt: Promise<void> | undefined;
   return () => {
-    if (beenReady) return undefined;
+    if (beenReady.has(client)) return undefined;
     if (c.status === 'ready' || c.isReady === true) {
-      beenReady = true;
+      beenReady.add(client);
       return undefined;
     }
     // ioredis between attempts ('reconnecting'), not yet told to connect ('wait', lazyConnect) or
     // closed: no attempt is under way to wait for. node-redis is connecting while open and not ready.
     const connecting = c.status === 'connecting' || c.status === 'connect' || (c.isOpen === true && c.isReady === false);
     if (!connecting) return undefined;
-    attempt ??= new Promise<void>((resolve) => {
-      const ended = () => {
-        for (const event of OUTCOMES) emitter.removeListener(event, ended);
-        attempt = undefined;
-        resolve();
-      };
-      for (const event of OUTCOMES) emitter.once(event, ended);
-    });
+    let attempt = attempts.get(client);
+    if (attempt === undefined) {
+      attempt = new Promise<void>((resolve) => {
+        const ended = () => {
+          for (const event of OUTCOMES) emitter.removeListener(event, ended);
+          attempts.delete(client);
+          resolve();
+        };
+        for (const event of OUTCOMES) emitter.once(event, ended);
+      });
+      attempts.set(client, attempt);
+    }
     return attempt;
   };
 }

@@ -54,6 +54,22 @@ describe.skipIf(!redisPort)('the first calls of a fresh process, made before the
     }
   });
 
+  test('many limiters on one fresh client wait on one set of listeners (no MaxListenersExceededWarning)', { timeout: 30_000 }, async () => {
+    const { client, close } = fresh('ioredis');
+    const emitter = client as Redis;
+    try {
+      const before = ['ready', 'error', 'close', 'end'].map((event) => emitter.listenerCount(event));
+      const limiters = Array.from({ length: 20 }, (_, i) => new RedisRateLimiter({ client, algorithm: 'fixed-window', rule: new Rule(3, 60_000), onStoreError: 'deny', prefix: uniquePrefix(`many-${i}`), timeoutMs }));
+      const decisions = Promise.all(limiters.map((limiter) => limiter.tryAcquire('k')));
+      await Promise.resolve(); // the calls are sent in a microtask, where they find the attempt
+      expect(['ready', 'error', 'close', 'end'].map((event) => emitter.listenerCount(event))).toEqual(before.map((count) => count + 1));
+      for (const decision of await decisions) expect(decision).toStrictEqual({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0, resetAfterMs: expect.any(Number) });
+      expect(['ready', 'error', 'close', 'end'].map((event) => emitter.listenerCount(event))).toEqual(before);
+    } finally {
+      await close();
+    }
+  });
+
   test('a client whose first attempt fails is not waited for beyond it: the policy answers, marked store-error', async () => {
     const client = new Redis({ port: 1, host: '127.0.0.1', enableOfflineQueue: false });
     client.on('error', () => {});
