@@ -458,6 +458,13 @@ function targets(results: BenchResults): Target[] {
     const httpRlf = httpRatio(results, connections, ratekeeper, rlf, 'requestsPerSecond');
     check(`HTTP end to end, ${connections} connections: ahead of RLF`, httpRlf, (v) => v > 1, `${formatRatio(httpRlf)} RLF's requests/s`);
   }
+  const [, , , , erlMemory, erlRatekeeper, nestDefault, nestRatekeeper] = HTTP_CONTENDERS;
+  for (const connections of HTTP_CONNECTIONS) {
+    const erl = httpRatio(results, connections, erlRatekeeper, erlMemory, 'serverUs');
+    check(`express-rate-limit, ${connections} connections: rateLimitStore's server CPU ≤ 1.05× its MemoryStore's`, erl, (v) => v <= 1.05, formatRatio(erl));
+    const nest = httpRatio(results, connections, nestRatekeeper, nestDefault, 'serverUs');
+    check(`@nestjs/throttler, ${connections} connections: throttlerStorage's server CPU ≤ 1.05× its default storage's`, nest, (v) => v <= 1.05, formatRatio(nest));
+  }
   return list;
 }
 
