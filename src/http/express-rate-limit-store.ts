@@ -1,5 +1,5 @@
 import type { Decision } from '../core/decision';
-import { coded, rangeError, typeError } from '../core/errors';
+import { rangeError, typeError } from '../core/errors';
 import { describe } from '../core/validate';
 import type { AsyncRateLimiter, RateLimiter } from '../limiter/keyed-rate-limiter';
 import type { AsyncReservation, Reservation } from '../limiter/reservation';
@@ -101,6 +101,7 @@ class RatekeeperStore implements ExpressRateLimitStore {
   }
 
   init(options: StoreInitOptions): void {
+    this.#misconfigured = undefined;
     try {
       this.#configure(options);
     } catch (error) {
@@ -112,12 +113,13 @@ class RatekeeperStore implements ExpressRateLimitStore {
   #configure(options: StoreInitOptions): void {
     const { limit, skipFailedRequests = false, skipSuccessfulRequests = false } = options ?? {};
     if (typeof limit === 'number') {
+      // No rule has such a limit; express-rate-limit reads 0 as "refuse everything", which a store cannot say.
+      if (!(Number.isSafeInteger(limit) && limit >= 1)) {
+        throw rangeError(`ratekeeper: express-rate-limit's \`limit\` must be a safe integer of at least 1, as a rule's limit is, got ${limit}`);
+      }
       const rule = this.#limiter.rule;
       if (rule !== undefined && typeof rule.limit === 'number' && rule.limit !== limit) {
-        throw coded(
-          rangeError(`ratekeeper: express-rate-limit's \`limit\` must be the limiter's rule limit, ${rule.limit}, got ${limit}`),
-          'ERR_RATEKEEPER_OUT_OF_RANGE',
-        );
+        throw rangeError(`ratekeeper: express-rate-limit's \`limit\` must be the limiter's rule limit, ${rule.limit}, got ${limit}`);
       }
       this.#limit = limit;
     }
@@ -130,8 +132,8 @@ class RatekeeperStore implements ExpressRateLimitStore {
   async increment(key: string): Promise<StoreHits> {
     if (this.#misconfigured !== undefined) throw this.#misconfigured;
     const now = Date.now();
-    this.#sweep(now);
     if (!this.#refunds) return this.#hits(await this.#limiter.tryAcquire(key), now);
+    this.#sweep(now);
     const reservation = await this.#limiter.reserve!(key);
     const { decision } = reservation;
     const pending = this.#open(key, now);

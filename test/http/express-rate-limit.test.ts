@@ -206,6 +206,24 @@ describe.each(VERSIONS)('%s', (_, rateLimit) => {
   });
 });
 
+describe('rateLimitStore init', () => {
+  it.each([0, 2.5, Infinity, Number.NaN, 2 ** 53])('refuses express-rate-limit limit %s, which no rule has (0 means "refuse all" there)', (limit) => {
+    const store = rateLimitStore(limiterOf(Rule.perMinute(5)));
+    expect(() => store.init({ limit })).toThrow(`ratekeeper: express-rate-limit's \`limit\` must be a safe integer of at least 1, as a rule's limit is, got ${limit}`);
+  });
+
+  it('a later init that is right clears an earlier one that was wrong', async () => {
+    const store = rateLimitStore(limiterOf(Rule.perMinute(5)));
+    expect(() => store.init({ limit: 0 })).toThrow(RangeError);
+    store.init({ limit: 5 });
+    expect((await store.increment('k')).totalHits).toBe(1);
+  });
+
+  it('the limiter must have tryAcquire', () => {
+    expect(() => rateLimitStore({} as never)).toThrow('ratekeeper: `limiter` must be an object with a tryAcquire(key, permits) method, got an object');
+  });
+});
+
 describe.runIf(hasRedisServer())('a Redis outage (redis-server stopped)', () => {
   it.each(VERSIONS)('%s: onStoreError decides, whatever passOnStoreError says', async (_, rateLimit) => {
     const server = await startRedisServer();

@@ -122,6 +122,33 @@ describe('@nestjs/throttler 6 with throttlerStorage', () => {
   });
 });
 
+describe('throttlerStorage options', () => {
+  it('need a limiter factory; what it builds must decide', async () => {
+    expect(() => throttlerStorage(undefined as never)).toThrow('ratekeeper: throttlerStorage options must be an object, got undefined');
+    expect(() => throttlerStorage({} as never)).toThrow('ratekeeper: `limiter` must be a function of (rule, throttlerName), got undefined');
+    const storage = throttlerStorage({ limiter: () => ({}) as never });
+    await expect(storage.increment('k', 1000, 1, 1000, 'default')).rejects.toThrow('ratekeeper: `limiter` must return an object with a tryAcquire(key, permits) method, got an object');
+  });
+
+  it("Nest's numbers become the rule: a ttl no rule has is the Rule's RangeError", async () => {
+    const storage = throttlerStorage({ limiter: (rule) => new KeyedRateLimiter({ algorithm: () => new TokenBucket(rule) }) });
+    await expect(storage.increment('k', 1.5, 1, 0, 'default')).rejects.toThrow(RangeError);
+    await expect(storage.increment('k', 1000, 0, 0, 'default')).rejects.toThrow(RangeError);
+  });
+
+  it('times are whole seconds rounded up; a refusal reports limit + 1 and is blocked until the exact retry', async () => {
+    const clock = new ManualClock(0);
+    const storage = throttlerStorage({ limiter: (rule) => new KeyedRateLimiter({ algorithm: () => new TokenBucket(rule), clock }) });
+    expect(await storage.increment('k', 1500, 2, 1500, 'default')).toEqual({ totalHits: 1, timeToExpire: 1, isBlocked: false, timeToBlockExpire: 0 });
+    expect(await storage.increment('k', 1500, 2, 1500, 'default')).toEqual({ totalHits: 2, timeToExpire: 2, isBlocked: false, timeToBlockExpire: 0 });
+    expect(await storage.increment('k', 1500, 2, 1500, 'default')).toEqual({ totalHits: 3, timeToExpire: 2, isBlocked: true, timeToBlockExpire: 1 });
+    clock.set(749);
+    expect((await storage.increment('k', 1500, 2, 1500, 'default')).isBlocked).toBe(true);
+    clock.set(750);
+    expect((await storage.increment('k', 1500, 2, 1500, 'default')).isBlocked).toBe(false);
+  });
+});
+
 describe.runIf(hasRedisServer())('@nestjs/throttler over a Redis limiter when redis-server is stopped', () => {
   it("the limiter's onStoreError decides: 'deny' answers 429, 'allow' lets the request through", async () => {
     const server = await startRedisServer();
