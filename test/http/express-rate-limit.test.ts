@@ -6,7 +6,7 @@ import { fc, test as prop } from '@fast-check/vitest';
 import express from 'express';
 import { rateLimit as rateLimit8 } from 'express-rate-limit';
 import { rateLimit as rateLimit7 } from 'express-rate-limit-7';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Composite, KeyedRateLimiter, ManualClock, Rule, SlidingWindowLog, TokenBucket } from '../../src/index';
 import { rateLimitStore, type ExpressRateLimitStore } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
@@ -127,6 +127,25 @@ describe.each(VERSIONS)('%s', (_, rateLimit) => {
     expect((await get()).headers.get('ratelimit')).toMatch(/^limit=2, remaining=1,/);
     expect((await get()).status).toBe(200);
     expect((await get()).status).toBe(429);
+  });
+
+  it("a route's own limit beside a global one: each middleware its own store, no double-count warning", async () => {
+    const printed = vi.spyOn(console, 'error').mockImplementation(() => {});
+    try {
+      const app = express();
+      app.use(rateLimit({ ...common, windowMs: 60_000, limit: 5, store: rateLimitStore(limiterOf(new Rule(5, 60_000))) }));
+      app.use('/login', rateLimit({ ...common, windowMs: 60_000, limit: 1, store: rateLimitStore(limiterOf(new Rule(1, 60_000))) }));
+      app.get(['/ok', '/login'], (_req, res) => void res.send('ok'));
+      const get = await serve(app);
+      expect((await get('/login')).status).toBe(200);
+      expect((await get('/login')).status).toBe(429);
+      expect((await get('/ok')).status).toBe(200);
+      // The refused /login spent the global limit's permit, as express-rate-limit counts it first.
+      expect((await get('/ok')).headers.get('ratelimit')).toMatch(/^limit=5, remaining=1,/);
+      expect(printed.mock.calls.flat().map(String).filter((text) => text.includes('ERR_ERL_DOUBLE_COUNT'))).toEqual([]);
+    } finally {
+      printed.mockRestore();
+    }
   });
 
   it('resetKey and getKey go to the limiter', async () => {
