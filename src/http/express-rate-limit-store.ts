@@ -112,14 +112,15 @@ class RatekeeperStore implements ExpressRateLimitStore {
 
   #configure(options: StoreInitOptions): void {
     const { limit, skipFailedRequests = false, skipSuccessfulRequests = false } = options ?? {};
+    this.#limit = undefined;
     if (typeof limit === 'number') {
       // No rule has such a limit; express-rate-limit reads 0 as "refuse everything", which a store cannot say.
       if (!(Number.isSafeInteger(limit) && limit >= 1)) {
         throw rangeError(`ratekeeper: express-rate-limit's \`limit\` must be a safe integer of at least 1, as a rule's limit is, got ${limit}`);
       }
-      const rule = this.#limiter.rule;
-      if (rule !== undefined && typeof rule.limit === 'number' && rule.limit !== limit) {
-        throw rangeError(`ratekeeper: express-rate-limit's \`limit\` must be the limiter's rule limit, ${rule.limit}, got ${limit}`);
+      const ruleLimit: unknown = this.#limiter.rule?.limit;
+      if (typeof ruleLimit === 'number' && ruleLimit !== limit) {
+        throw rangeError(`ratekeeper: express-rate-limit's \`limit\` must be the limiter's rule limit, ${ruleLimit}, got ${limit}`);
       }
       this.#limit = limit;
     }
@@ -131,11 +132,15 @@ class RatekeeperStore implements ExpressRateLimitStore {
 
   async increment(key: string): Promise<StoreHits> {
     if (this.#misconfigured !== undefined) throw this.#misconfigured;
-    const now = Date.now();
-    if (!this.#refunds) return this.#hits(await this.#limiter.tryAcquire(key), now);
-    this.#sweep(now);
+    // Times are from when the decision is known: a store's answer may take a round trip.
+    if (!this.#refunds) {
+      const decision = await this.#limiter.tryAcquire(key);
+      return this.#hits(decision, Date.now());
+    }
     const reservation = await this.#limiter.reserve!(key);
     const { decision } = reservation;
+    const now = Date.now();
+    this.#sweep(now);
     const pending = this.#open(key, now);
     if (decision.allowed) {
       // A grant's refund is worth nothing once the key would be as new: kept no longer than that.
