@@ -11,7 +11,7 @@ import { Composite, KeyedRateLimiter, ManualClock, Rule, SlidingWindowLog, Token
 import { rateLimitStore, type ExpressRateLimitStore } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
 import { SharedKeyedRateLimiter } from '../../src/shared';
-import { ioredisClient, uniquePrefix } from '../redis/helpers/clients';
+import { ioredisClient, redisPort, uniquePrefix, useIoredis } from '../redis/helpers/clients';
 import { hasRedisServer, startRedisServer } from '../redis/helpers/redis-server';
 
 type Options = Parameters<typeof rateLimit8>[0];
@@ -240,6 +240,29 @@ describe('rateLimitStore init', () => {
 
   it('the limiter must have tryAcquire', () => {
     expect(() => rateLimitStore({} as never)).toThrow('ratekeeper: `limiter` must be an object with a tryAcquire(key, permits) method, got an object');
+  });
+});
+
+describe.runIf(redisPort !== 0)('skipFailedRequests over a RedisRateLimiter (reservations settled in Redis)', () => {
+  const client = useIoredis();
+  it.each(VERSIONS)('%s: a failure comes back, a refusal never does', async (_, rateLimit) => {
+    const limiter = new RedisRateLimiter({ client, algorithm: 'sliding-window-log', rule: new Rule(2, 60_000), onStoreError: 'deny', clock: new ManualClock(0), prefix: uniquePrefix('erl-skip') });
+    const { store, settled } = counting(rateLimitStore(limiter));
+    const get = await serve(rateLimit({ ...common, windowMs: 60_000, limit: 2, skipFailedRequests: true, store }));
+    // Each failure's refund lands before the next request: one that crossed a refusal's decrement
+    // could be absorbed by its marker, and stay counted (see docs/express-rate-limit.md).
+    for (let i = 0; i < 3; i++) {
+      expect((await get('/fail')).status).toBe(500);
+      await settled();
+    }
+    expect((await limiter.peek('client', 0)).remaining).toBe(2);
+    expect((await get()).status).toBe(200);
+    expect((await get()).status).toBe(200);
+    const statuses = await Promise.all(['/ok', '/fail', '/ok', '/missing', '/ok'].map(async (path) => (await get(path)).status));
+    expect(statuses).toEqual([429, 429, 429, 429, 429]);
+    await settled();
+    expect((await limiter.peek('client', 0)).remaining).toBe(0);
+    expect((await get()).status).toBe(429);
   });
 });
 
