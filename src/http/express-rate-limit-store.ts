@@ -161,7 +161,8 @@ class RatekeeperStore implements ExpressRateLimitStore {
     prune(pending, now);
     if (pending.refusals > 0) pending.refusals -= 1;
     else await pending.grants.pop()?.reservation.cancel();
-    if (isEmpty(pending)) this.#pending.delete(key);
+    // While a store cancelled, a sweep may have dropped this entry and an increment opened a new one.
+    if (isEmpty(pending) && this.#pending.get(key) === pending) this.#pending.delete(key);
   }
 
   async resetKey(key: string): Promise<void> {
