@@ -5,7 +5,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, SlidingWindowLog, TokenBucket } from '../../src/index';
 import { throttlerStorage, type ThrottlerStorageLike } from '../../src/http';
@@ -20,7 +21,7 @@ interface Throttler {
 }
 type StartApp = (storage: ThrottlerStorageLike, throttlers: Throttler[]) => Promise<{ url: string; app: { close(): Promise<void> } }>;
 
-const root = resolve(import.meta.dirname, '../..');
+const root = fileURLToPath(new URL('../..', import.meta.url));
 const out = mkdtempSync(join(tmpdir(), 'ratekeeper-nest-'));
 let startApp: StartApp;
 
