@@ -1,7 +1,9 @@
 // Child process: end to end over HTTP. A node:http server (http-server.ts, each contender in its own
 // process) limited by each contender over one redis-server spawned here, driven by autocannon from
 // this process over loopback: 64 and then 256 connections, one request at a time each, every request
-// from one of HTTP_USERS users (an `x-user` header). Interleaved rounds; run by run.ts.
+// from one of HTTP_USERS users (an `x-user` header). Interleaved rounds; run by run.ts. Run alone,
+// `node --import tsx bench/http.ts <prefix>...` measures only the servers whose names start with a
+// prefix (say `express-rate-limit` `@nestjs/throttler`) and prints the samples.
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
@@ -15,7 +17,7 @@ import { spawnRedis } from './redis-server';
 /** Connections autocannon keeps open: as many requests in flight at once. */
 export const HTTP_CONNECTIONS = [64, 256] as const;
 export const HTTP_USERS = 10_000;
-export const HTTP_ROUNDS = 2;
+export const HTTP_ROUNDS = 3;
 export const HTTP_SECONDS = 4;
 const WARMUP_SECONDS = 1;
 
@@ -108,15 +110,17 @@ async function main(): Promise<void> {
   const redis = await spawnRedis();
   const client = new Redis({ port: redis.port, host: '127.0.0.1' });
   const servers = new Map<HttpContender, { child: ChildProcess; port: number }>();
+  const prefixes = process.argv.slice(2);
+  const contenders = HTTP_CONTENDERS.filter((name) => prefixes.length === 0 || prefixes.some((prefix) => name.startsWith(prefix)));
   try {
-    for (const contender of HTTP_CONTENDERS) servers.set(contender, await startServer(contender, redis.port));
+    for (const contender of contenders) servers.set(contender, await startServer(contender, redis.port));
     for (const { port } of servers.values()) await drive(port, HTTP_CONNECTIONS[0], WARMUP_SECONDS);
     const samples: Record<number, Record<string, HttpSample[]>> = {};
     for (const connections of HTTP_CONNECTIONS) {
-      const level: Record<string, HttpSample[]> = Object.fromEntries(HTTP_CONTENDERS.map((name) => [name, []]));
+      const level: Record<string, HttpSample[]> = Object.fromEntries(contenders.map((name) => [name, []]));
       for (let round = 0; round < HTTP_ROUNDS; round++) {
-        for (let k = 0; k < HTTP_CONTENDERS.length; k++) {
-          const contender = HTTP_CONTENDERS[(round + k) % HTTP_CONTENDERS.length]!;
+        for (let k = 0; k < contenders.length; k++) {
+          const contender = contenders[(round + k) % contenders.length]!;
           level[contender]!.push(await sample(client, servers.get(contender)!, connections));
         }
       }

@@ -349,7 +349,7 @@ function httpSection(results: BenchResults): Section {
   return {
     title: `End to end over HTTP: node:http on loopback, autocannon with ${HTTP_CONNECTIONS.join(' and ')} connections, ${formatNumber(HTTP_USERS)} users, ${HTTP_ROUNDS} interleaved rounds of ${HTTP_SECONDS} s`,
     note:
-      'Each server runs in its own process and answers `ok`; the limited ones check each request per `x-user` header (3600 per hour, so nobody is refused). The Redis ones share one redis-server spawned for the run; the in-memory row (each server its own limit, no Redis) tells the middleware\'s cost from the Redis hop\'s. autocannon (npm) drives them from the bench process; its latency histogram has whole-millisecond resolution. ' +
+      'Each server runs in its own process and answers `ok`; the limited ones check each request per `x-user` header (3600 per hour, so nobody is refused). The Redis ones share one redis-server spawned for the run; the in-memory row (each server its own limit, no Redis) tells the middleware\'s cost from the Redis hop\'s. The express-rate-limit and @nestjs/throttler rows are Express 5 apps (Nest on Express), each with the framework\'s own in-memory store or ratekeeper\'s over an in-memory sliding log: compare them with each other, not with the bare node:http rows. autocannon (npm) drives them from the bench process; its latency histogram has whole-millisecond resolution. ' +
       'Load generator, servers and Redis share the machine\'s cores, so every microsecond a limiter costs shows in requests/s, and a bare `ok` is the cheapest handler there is; server CPU per request (process.cpuUsage of the server) is the view that does not depend on the neighbours. ' +
       'autocannon CPU is the bench process\'s own, which runs it; the CPU a request costs in all (autocannon, server and Redis) over the no-limiter server\'s is the ratio requests/s would show if the cores were these three\'s alone and fully busy.',
     rows,
@@ -457,6 +457,13 @@ function targets(results: BenchResults): Target[] {
     check(`HTTP end to end, ${connections} connections: requests/s ≥ 0.9× no limiter`, http, (v) => v >= 0.9, formatRatio(http));
     const httpRlf = httpRatio(results, connections, ratekeeper, rlf, 'requestsPerSecond');
     check(`HTTP end to end, ${connections} connections: ahead of RLF`, httpRlf, (v) => v > 1, `${formatRatio(httpRlf)} RLF's requests/s`);
+  }
+  const [, , , , erlMemory, erlRatekeeper, nestDefault, nestRatekeeper] = HTTP_CONTENDERS;
+  for (const connections of HTTP_CONNECTIONS) {
+    const erl = httpRatio(results, connections, erlRatekeeper, erlMemory, 'serverUs');
+    check(`express-rate-limit, ${connections} connections: rateLimitStore's server CPU ≤ 1.05× its MemoryStore's`, erl, (v) => v <= 1.05, formatRatio(erl));
+    const nest = httpRatio(results, connections, nestRatekeeper, nestDefault, 'serverUs');
+    check(`@nestjs/throttler, ${connections} connections: throttlerStorage's server CPU ≤ 1.05× its default storage's`, nest, (v) => v <= 1.05, formatRatio(nest));
   }
   return list;
 }

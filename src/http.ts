@@ -13,3 +13,7 @@ export { nodeRateLimit } from './http/node-adapter';
 export type { NodeRateLimitOptions, NodeRequestLike, NodeResponseLike } from './http/node-adapter';
 export { fastifyRateLimit } from './http/fastify-adapter';
 export type { FastifyRateLimitOptions, FastifyRequestLike, FastifyReplyLike } from './http/fastify-adapter';
+export { rateLimitStore } from './http/express-rate-limit-store';
+export type { ExpressRateLimitStore, StoreLimiter, StoreInitOptions, StoreHits } from './http/express-rate-limit-store';
+export { throttlerStorage } from './http/nest-throttler-storage';
+export type { ThrottlerStorageLike, ThrottlerStorageOptions, ThrottlerRecord } from './http/nest-throttler-storage';
