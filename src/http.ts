@@ -13,3 +13,7 @@ export { nodeRateLimit } from './http/node-adapter';
 export type { NodeRateLimitOptions, NodeRequestLike, NodeResponseLike } from './http/node-adapter';
 export { fastifyRateLimit } from './http/fastify-adapter';
 export type { FastifyRateLimitOptions, FastifyRequestLike, FastifyReplyLike } from './http/fastify-adapter';
+export { koaRateLimit } from './http/koa-adapter';
+export type { KoaRateLimitOptions, KoaContextLike, RateLimitState } from './http/koa-adapter';
+export { trpcRateLimit } from './http/trpc-adapter';
+export type { TrpcRateLimitOptions, TrpcRateLimitMiddleware, TrpcCallLike, TrpcResultLike } from './http/trpc-adapter';
