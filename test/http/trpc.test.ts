@@ -9,7 +9,7 @@ import { getHTTPStatusCodeFromError } from '@trpc/server/http';
 import { TRPC_ERROR_CODES_BY_KEY } from '@trpc/server/rpc';
 import { afterEach, describe, expect, it } from 'vitest';
 import { typeError } from '../../src/core/errors';
-import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter, type Decision } from '../../src/index';
+import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter, type Decision, type RateLimitedError } from '../../src/index';
 import { trpcRateLimit, type RateLimitState, type TrpcRateLimitOptions } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
 import { ioredisClient, redisPort, uniquePrefix } from '../redis/helpers/clients';
@@ -235,6 +235,34 @@ describe('trpcRateLimit over the standalone adapter', () => {
         await redis.stop();
       }
     });
+  });
+});
+
+describe("docs/trpc.md's recipes, for a context without the response", () => {
+  it('errorFormatter hands the client retryAfterMs; responseMeta sets the longest Retry-After', async () => {
+    const trpc = initTRPC.create({
+      errorFormatter: ({ shape, error }) => {
+        const cause = error.cause as Partial<RateLimitedError> | undefined;
+        if (cause?.code !== 'ERR_RATEKEEPER_RATE_LIMITED') return shape;
+        return { ...shape, data: { ...shape.data, retryAfterMs: cause.decision?.retryAfterMs } };
+      },
+    });
+    const limited = trpc.procedure.use(trpcRateLimit({ limiter: threePerMinute(), key: () => 'k', cost: ({ path }) => (path === 'heavy' ? 3 : 1) }));
+    const router = trpc.router({ hello: limited.query(() => 'hi'), heavy: limited.query(() => 'hi') });
+    server = createHTTPServer({
+      router,
+      responseMeta: ({ errors }) => {
+        const waits = errors.map((error) => (error.code === 'TOO_MANY_REQUESTS' ? ((error.cause as Partial<RateLimitedError> | undefined)?.decision?.retryAfterMs ?? 0) : 0));
+        const longest = Math.max(0, ...waits);
+        return longest === 0 ? {} : { headers: new Headers({ 'Retry-After': String(Math.ceil(longest / 1000)) }) };
+      },
+    });
+    server.listen(0, '127.0.0.1');
+    const { port } = await listening(server);
+    const response = await fetch(`http://127.0.0.1:${port}/hello,hello,hello,hello,heavy?batch=1`);
+    expect([response.status, response.headers.get('retry-after')]).toEqual([207, '60']);
+    const results = (await response.json()) as { error?: { data: { retryAfterMs?: number } } }[];
+    expect(results.map((result) => result.error?.data.retryAfterMs)).toEqual([undefined, undefined, undefined, 20_000, 60_000]);
   });
 });
 
