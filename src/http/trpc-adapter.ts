@@ -94,8 +94,9 @@ export interface TrpcRateLimitOptions<Call extends TrpcCallLike = TrpcCallLike>
  */
 export function trpcRateLimit<Call extends TrpcCallLike = TrpcCallLike>(options: TrpcRateLimitOptions<Call>): TrpcRateLimitMiddleware<Call> {
   assertObject('trpcRateLimit options', options);
-  // No RateLimit fields: Retry-After alone, for a refusal.
-  const limit = requestLimit<[Call]>({ ...options, headers: false }, 'trpcRateLimit');
+  // Retry-After alone, for a refusal; the options that shape the RateLimit fields or concern
+  // preflights are none of a procedure call's, and are ignored as any unknown option is.
+  const limit = requestLimit<[Call]>({ ...options, headers: false, name: undefined, windowMs: undefined, countPreflight: undefined }, 'trpcRateLimit');
   const keyed = options.key !== undefined;
 
   return async <R extends TrpcResultLike>(call: Call & { next(options?: { ctx: RateLimitState }): Promise<R> }) => {

@@ -8,7 +8,7 @@ import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { getHTTPStatusCodeFromError } from '@trpc/server/http';
 import { TRPC_ERROR_CODES_BY_KEY } from '@trpc/server/rpc';
 import { afterEach, describe, expect, it } from 'vitest';
-import { typeError } from '../../src/core/errors';
+import { rangeError, typeError } from '../../src/core/errors';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter, type Decision, type RateLimitedError } from '../../src/index';
 import { trpcRateLimit, type RateLimitState, type TrpcRateLimitOptions } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
@@ -235,6 +235,27 @@ describe('trpcRateLimit over the standalone adapter', () => {
         await redis.stop();
       }
     });
+  });
+});
+
+describe('trpcRateLimit options', () => {
+  const limiter = threePerMinute();
+  it.each<[string, unknown, Error]>([
+    ['options that are no object', null, typeError('ratekeeper: trpcRateLimit options must be an object, got null')],
+    ['a missing limiter', {}, typeError('ratekeeper: `limiter` must be an object with a tryAcquire(key, permits) method, got undefined')],
+    ['a key that is no function', { limiter, key: 'user' }, typeError('ratekeeper: `key` must be a function, got "user"')],
+    ['a cost that is no function', { limiter, cost: 2 }, typeError('ratekeeper: `cost` must be a function, got 2')],
+    ['a skip that is no function', { limiter, skip: true }, typeError('ratekeeper: `skip` must be a function, got true')],
+    ['a fractional trustProxies', { limiter, trustProxies: 1.5 }, rangeError('ratekeeper: `trustProxies` must be an integer from 0 to 16, got 1.5')],
+    ['an unknown forwarded header', { limiter, forwardedHeader: 'x-real-ip' }, rangeError("ratekeeper: `forwardedHeader` must be 'x-forwarded-for' or 'forwarded', got \"x-real-ip\"")],
+    ['skipFailedRequests: 1', { limiter, skipFailedRequests: 1 }, typeError('ratekeeper: `skipFailedRequests` must be false or true, got 1')],
+    ['a settle that is no function', { limiter, settle: 1 }, typeError('ratekeeper: `settle` must be a function, got 1')],
+  ])('refuses %s when built', (_, options, error) => {
+    expect(() => trpcRateLimit(options as never)).toThrow(error);
+  });
+
+  it('ignores the options of the RateLimit fields and of preflights, which it has no use for', () => {
+    expect(() => trpcRateLimit({ limiter, headers: 'draft-8', name: '', windowMs: -1, countPreflight: 'yes' } as never)).not.toThrow();
   });
 });
 
