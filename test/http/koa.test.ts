@@ -7,9 +7,8 @@ import Koa2 from 'koa-2';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket } from '../../src/index';
 import { koaRateLimit, type KoaRateLimitOptions, type RateLimitState } from '../../src/http';
-import { RedisRateLimiter } from '../../src/redis';
-import { ioredisClient, redisPort, uniquePrefix } from '../redis/helpers/clients';
-import { startRedisServer } from '../redis/helpers/redis-server';
+import { redisPort } from '../redis/helpers/clients';
+import { stoppableRedis } from './support/outage';
 import { limitFields, listening } from './support/servers';
 
 const threePerMinute = () => new KeyedRateLimiter({ algorithm: () => new TokenBucket(new Rule(3, 60_000)), clock: new ManualClock(0) });
@@ -134,18 +133,9 @@ describe.each([
   // A store that goes away mid-run: its outage policy answers, and its refusal is an ordinary 429.
   describe.skipIf(!redisPort)('over a RedisRateLimiter whose server stops', () => {
     it("'deny' refuses with the policy's retry, marked degraded; 'allow' lets requests through", async () => {
-      const redis = await startRedisServer();
-      // Without an offline queue, as docs/redis.md advises: a call made while disconnected fails at once.
-      const client = ioredisClient(redis.port, { enableOfflineQueue: false });
+      const redis = await stoppableRedis('koa');
       try {
-        await new Promise((resolve) => client.once('ready', resolve));
-        const store = (onStoreError: 'allow' | 'deny') =>
-          new RedisRateLimiter({ client, algorithm: 'token-bucket', rule: new Rule(3, 60_000), onStoreError, timeoutMs: 300, clock: new ManualClock(0), prefix: uniquePrefix('koa') });
-        const limiters = { allow: store('allow'), deny: store('deny') };
-        const get = await serve(
-          { limiter: { tryAcquire: (key, permits) => limiters[key as 'allow' | 'deny'].tryAcquire(key, permits) }, key: (ctx) => ctx.get('x-policy'), name: 'api', windowMs: 60_000 },
-          (ctx) => void (ctx.body = ctx.state.rateLimit),
-        );
+        const get = await serve({ limiter: redis.limiter, key: (ctx) => ctx.get('x-policy'), name: 'api', windowMs: 60_000 }, (ctx) => void (ctx.body = ctx.state.rateLimit));
         const before = await get({ 'x-policy': 'deny' });
         expect(await before.json()).toEqual({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0, resetAfterMs: 20_000 });
         await redis.stop();
@@ -156,8 +146,7 @@ describe.each([
         expect(allowed.status).toBe(200);
         expect(await allowed.json()).toMatchObject({ allowed: true, remaining: 2, degraded: expect.stringMatching(/^store-(error|timeout)$/) });
       } finally {
-        client.disconnect();
-        await redis.stop();
+        await redis.close();
       }
     });
   });

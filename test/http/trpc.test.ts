@@ -11,9 +11,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { rangeError, typeError } from '../../src/core/errors';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter, type Decision, type RateLimitedError } from '../../src/index';
 import { trpcRateLimit, type RateLimitState, type TrpcRateLimitOptions } from '../../src/http';
-import { RedisRateLimiter } from '../../src/redis';
-import { ioredisClient, redisPort, uniquePrefix } from '../redis/helpers/clients';
-import { startRedisServer } from '../redis/helpers/redis-server';
+import { redisPort } from '../redis/helpers/clients';
+import { stoppableRedis } from './support/outage';
 import { listening } from './support/servers';
 
 const threePerMinute = () => new KeyedRateLimiter({ algorithm: () => new TokenBucket(new Rule(3, 60_000)), clock: new ManualClock(0) });
@@ -213,16 +212,9 @@ describe('trpcRateLimit over the standalone adapter', () => {
   // A store that goes away mid-run: its outage policy answers, and the refusal it makes is a 429 like any.
   describe.skipIf(!redisPort)('over a RedisRateLimiter whose server stops', () => {
     it("'deny' refuses with TOO_MANY_REQUESTS, marked degraded; 'allow' lets calls through", async () => {
-      const redis = await startRedisServer();
-      // Without an offline queue, as docs/redis.md advises: a call made while disconnected fails at once.
-      const client = ioredisClient(redis.port, { enableOfflineQueue: false });
+      const redis = await stoppableRedis('trpc');
       try {
-        await new Promise((resolve) => client.once('ready', resolve));
-        const store = (onStoreError: 'allow' | 'deny') =>
-          new RedisRateLimiter({ client, algorithm: 'token-bucket', rule: new Rule(3, 60_000), onStoreError, timeoutMs: 300, clock: new ManualClock(0), prefix: uniquePrefix('trpc') });
-        const deny = store('deny');
-        const allow = store('allow');
-        const call = await serve({ limiter: { tryAcquire: (key, permits) => (key.startsWith('allow') ? allow : deny).tryAcquire(key, permits) }, key: ({ ctx }) => ctx.user ?? '' }, ({ req }) => ({ user: req.headers['x-user'] as string }));
+        const call = await serve({ limiter: redis.limiter, key: ({ ctx }) => ctx.user ?? '' }, ({ req }) => ({ user: req.headers['x-user'] as string }));
         const remaining = async (user: string) => ((await (await call('hello', { 'x-user': user })).json()) as { result?: { data: { rateLimit: Decision } } }).result?.data.rateLimit;
         expect(await remaining('deny')).toEqual({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0, resetAfterMs: 20_000 });
         await redis.stop();
@@ -231,8 +223,7 @@ describe('trpcRateLimit over the standalone adapter', () => {
         expect(heard.at(-1)?.cause).toMatchObject({ decision: { allowed: false, degraded: expect.stringMatching(/^store-(error|timeout)$/) } });
         expect(await remaining('allow')).toMatchObject({ allowed: true, degraded: expect.stringMatching(/^store-(error|timeout)$/) });
       } finally {
-        client.disconnect();
-        await redis.stop();
+        await redis.close();
       }
     });
   });
