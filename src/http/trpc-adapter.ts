@@ -17,6 +17,8 @@ export interface TrpcCallLike {
   /** The procedure's path, such as `post.byId`. */
   readonly path: string;
   readonly type: 'query' | 'mutation' | 'subscription';
+  /** Aborts when the client goes away (tRPC 11); a call whose client left before its result is not settled. */
+  readonly signal?: AbortSignal | undefined;
 }
 
 /** What tRPC's `next()` resolves with, as far as settling reads it. */
@@ -76,7 +78,8 @@ export interface TrpcRateLimitOptions<Call extends TrpcCallLike = TrpcCallLike>
  * the response (`res` or `resHeaders`), `Retry-After` is set on it: in a batch, the longest wait.
  * The decision is `ctx.rateLimit` for the procedure (see {@link RateLimitState}). `skipFailedRequests`,
  * `skipSuccessfulRequests` and `settle` settle when the procedure returns, by the HTTP status of
- * its result; errors from the limiter or the callbacks fail the call as tRPC's other errors do.
+ * its result (a call whose client left before then counts in full, and `settle` is not called);
+ * errors from the limiter or the callbacks fail the call as tRPC's other errors do.
  *
  * @example
  * ```ts
@@ -116,7 +119,9 @@ export function trpcRateLimit<Call extends TrpcCallLike = TrpcCallLike>(options:
       void finish(500);
       throw error;
     }
-    void finish(result.ok ? 200 : httpStatusOf(result.error?.code));
+    // As over Node: a client that left before the answer gets nothing back, or leaving would earn
+    // refunds (a procedure that stops on the abort fails, and skipFailedRequests would give it back).
+    if (call.signal?.aborted !== true) void finish(result.ok ? 200 : httpStatusOf(result.error?.code));
     return result;
   };
 }

@@ -20,6 +20,16 @@ const threePerMinute = () => new KeyedRateLimiter({ algorithm: () => new TokenBu
 type Context = RateLimitState & { req?: IncomingMessage | Request | undefined; res?: ServerResponse | undefined; resHeaders?: Headers | undefined; user?: string | undefined };
 const t = initTRPC.context<Context>().create();
 
+function deferred(): { promise: Promise<void>; resolve(): void } {
+  let resolve = () => {};
+  const promise = new Promise<void>((done) => (resolve = done));
+  return { promise, resolve };
+}
+
+/** `hang` resolves the first once it runs, and the second once its client has gone. */
+let hanging = deferred();
+let aborted = deferred();
+
 /** What tRPC's onError heard, for the assertions on the errors themselves. */
 let heard: TRPCError[] = [];
 let server: Server | undefined;
@@ -28,11 +38,14 @@ afterEach(async () => {
   await new Promise((resolve) => server?.close(resolve) ?? resolve(undefined));
   server = undefined;
   heard = [];
+  hanging = deferred();
+  aborted = deferred();
 });
 
 /**
  * Serves `hello` (answers the decision it was handed), `heavy` (the same, costing 3), `free`
- * (skipped) and `fail` (throws a TRPCError with the code given as input) behind the middleware,
+ * (skipped), `fail` (throws a TRPCError with the code given as input) and `hang` (fails with
+ * CLIENT_CLOSED_REQUEST once its client has gone) behind the middleware,
  * over the standalone adapter; `context` builds each call's context from Node's request and response.
  */
 async function serve(options: TrpcRateLimitOptions<{ ctx: Context; path: string; type: 'query' | 'mutation' | 'subscription'; getRawInput: () => Promise<unknown> }>, context: (opts: CreateHTTPContextOptions) => Context = ({ req, res }) => ({ req, res })) {
@@ -46,14 +59,20 @@ async function serve(options: TrpcRateLimitOptions<{ ctx: Context; path: string;
       if (input === 'OK') return 'ok';
       throw input === 'PLAIN' ? new Error('plain') : new TRPCError({ code: input });
     }),
+    hang: limited.query(async ({ signal }) => {
+      hanging.resolve();
+      await new Promise((resolve) => signal?.addEventListener('abort', resolve));
+      aborted.resolve();
+      throw new TRPCError({ code: 'CLIENT_CLOSED_REQUEST' });
+    }),
   });
   server = createHTTPServer({ router, createContext: context, onError: ({ error }) => void heard.push(error) });
   server.listen(0, '127.0.0.1');
   const { port } = await listening(server);
-  return (paths: string, headers: Record<string, string> = {}, inputs?: unknown[]) => {
+  return (paths: string, headers: Record<string, string> = {}, inputs?: unknown[], signal?: AbortSignal) => {
     const batch = paths.includes(',') || inputs !== undefined;
     const input = inputs === undefined ? '' : `&input=${encodeURIComponent(JSON.stringify(Object.fromEntries(inputs.map((value, i) => [i, value]))))}`;
-    return fetch(`http://127.0.0.1:${port}/${paths}${batch ? `?batch=1${input}` : ''}`, { headers });
+    return fetch(`http://127.0.0.1:${port}/${paths}${batch ? `?batch=1${input}` : ''}`, { headers, ...(signal && { signal }) });
   };
 }
 
@@ -187,6 +206,23 @@ describe('trpcRateLimit over the standalone adapter', () => {
       const results = (await response.json()) as { error?: { data: { code: string } } }[];
       expect(results.map((result) => result.error?.data.code)).toEqual([undefined, undefined, undefined, 'TOO_MANY_REQUESTS', 'TOO_MANY_REQUESTS']);
       expect(limiter.peek('k', 0).remaining).toBe(0);
+    });
+
+    it('a call whose client left before its result counts in full, though the procedure then failed', async () => {
+      const limiter = threePerMinute();
+      const settled: number[] = [];
+      const call = await serve({ limiter, key: () => 'k', skipFailedRequests: true, onSettleError: () => settled.push(-1) });
+      const controller = new AbortController();
+      const leaving = call('hang', {}, undefined, controller.signal).catch(() => undefined);
+      await hanging.promise;
+      controller.abort();
+      await leaving;
+      await aborted.promise;
+      await new Promise((resolve) => setTimeout(resolve, 50)); // a settle, were there one, follows the failure within microtasks
+      expect(limiter.peek('k', 0).remaining).toBe(2);
+      expect((await call('fail', {}, ['UNAUTHORIZED'])).status).toBe(401); // a client that stays still gets its failure back
+      expect(limiter.peek('k', 0).remaining).toBe(2);
+      expect(settled).toEqual([]);
     });
 
     it('skipSuccessfulRequests counts only failures', async () => {
