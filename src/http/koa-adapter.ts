@@ -10,7 +10,7 @@ export interface KoaContextLike {
   /** Node's request: its socket's peer address and its headers. */
   readonly req: NodeRequestLike;
   /** Node's response, read only to settle after it (`skipFailedRequests`, `skipSuccessfulRequests`, `settle`). */
-  readonly res: NodeResponseLike;
+  readonly res: NodeResponseLike & { readonly destroyed?: boolean | undefined };
   /** Read only to warn that Koa's `proxy` setting is not what decides the client here. */
   readonly app: { readonly proxy?: boolean | undefined };
   /** Where the decision goes for the middleware after it: `ctx.state.rateLimit`. */
@@ -129,9 +129,10 @@ export function koaRateLimit<C extends KoaContextLike = KoaContextLike>(options:
     try {
       await next();
     } catch (error) {
-      // Koa answers it after this middleware has returned, after wiping every header; the request
-      // failed whatever an error handler above renders, so it settles now as the failure it is.
-      void settleOnce(errorStatus(error));
+      // Koa answers it after this middleware has returned; the request failed whatever an error
+      // handler above renders, so it settles now as the failure it is. Unless a status was sent
+      // already (it decides, as over Node) or the client left before one (it counts in full).
+      if (!ctx.res.headersSent && ctx.res.destroyed !== true) void settleOnce(errorStatus(error));
       throw error;
     }
   };

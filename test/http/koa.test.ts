@@ -38,7 +38,7 @@ describe.each([
     app.use(handler);
     server = app.listen(0, '127.0.0.1');
     const { port } = await listening(server);
-    return (headers: Record<string, string> = {}) => fetch(`http://127.0.0.1:${port}/`, { headers });
+    return (headers: Record<string, string> = {}, signal?: AbortSignal) => fetch(`http://127.0.0.1:${port}/`, { headers, ...(signal && { signal }) });
   }
 
   /** Waits (real time, generously bounded) until `check` holds: settling runs as the response closes. */
@@ -86,6 +86,28 @@ describe.each([
       for (let i = 0; i < 5; i++) expect((await get()).status).toBe(200);
       expect(caught).toHaveLength(5);
       expect(limiter.peek('k', 0).remaining).toBe(3);
+    });
+
+    it('after its client left, counts in full: leaving cannot earn a refund', async () => {
+      const limiter = threePerMinute();
+      let threw = () => {};
+      const thrown = new Promise<void>((resolve) => (threw = resolve));
+      let ran = () => {};
+      const running = new Promise<void>((resolve) => (ran = resolve));
+      const get = await serve({ limiter, key: () => 'k', skipFailedRequests: true }, async (ctx) => {
+        ran();
+        await new Promise((resolve) => ctx.res.once('close', resolve));
+        threw();
+        throw new Error('the client left');
+      });
+      const controller = new AbortController();
+      const leaving = get({}, controller.signal).catch(() => undefined);
+      await running;
+      controller.abort();
+      await leaving;
+      await thrown;
+      await new Promise((resolve) => setTimeout(resolve, 50)); // a settle, were there one, follows within microtasks
+      expect(limiter.peek('k', 0).remaining).toBe(2);
     });
 
     it('under skipSuccessfulRequests, counts: thrown errors cannot be a way round the limit', async () => {
