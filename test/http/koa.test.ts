@@ -4,8 +4,8 @@
 import type { Server } from 'node:http';
 import Koa from 'koa';
 import Koa2 from 'koa-2';
-import { afterEach, describe, expect, it, vi } from 'vitest';
-import { KeyedRateLimiter, ManualClock, Rule, TokenBucket } from '../../src/index';
+import { afterEach, describe, expect, expectTypeOf, it, vi } from 'vitest';
+import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type Decision } from '../../src/index';
 import { koaRateLimit, type KoaRateLimitOptions, type RateLimitState } from '../../src/http';
 import { redisPort } from '../redis/helpers/clients';
 import { stoppableRedis } from './support/outage';
@@ -119,6 +119,14 @@ describe.each([
       await eventually(() => limiter.peek('k', 0).remaining === 0);
       expect((await get()).status).toBe(429);
     });
+  });
+
+  it('is typed: the callbacks see the context given, the handlers ctx.state.rateLimit through RateLimitState', () => {
+    const app = new Application<RateLimitState>();
+    app.use(koaRateLimit<Koa.Context>({ limiter: threePerMinute(), key: (ctx) => ctx.get('x-api-key') }));
+    app.use((ctx) => expectTypeOf(ctx.state.rateLimit).toEqualTypeOf<Decision | undefined>());
+    // @ts-expect-error onRejected answers through ctx; it returns no Response
+    koaRateLimit({ limiter: threePerMinute(), onRejected: () => new Response() });
   });
 
   describe("Koa's app.proxy", () => {

@@ -7,7 +7,7 @@ import { createHTTPServer, type CreateHTTPContextOptions } from '@trpc/server/ad
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { getHTTPStatusCodeFromError } from '@trpc/server/http';
 import { TRPC_ERROR_CODES_BY_KEY } from '@trpc/server/rpc';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { rangeError, typeError } from '../../src/core/errors';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter, type Decision, type RateLimitedError } from '../../src/index';
 import { trpcRateLimit, type RateLimitState, type TrpcRateLimitOptions } from '../../src/http';
@@ -279,6 +279,22 @@ describe('trpcRateLimit options', () => {
     ['a settle that is no function', { limiter, settle: 1 }, typeError('ratekeeper: `settle` must be a function, got 1')],
   ])('refuses %s when built', (_, options, error) => {
     expect(() => trpcRateLimit(options as never)).toThrow(error);
+  });
+
+  it('is typed by the chain it is put in: the callbacks see the router context, and the fields options are none of its', () => {
+    const typed = initTRPC.context<{ userId: string }>().create();
+    typed.procedure.use(
+      trpcRateLimit({
+        limiter,
+        key: ({ ctx, path, type }) => {
+          expectTypeOf(ctx).toEqualTypeOf<{ userId: string }>();
+          expectTypeOf(type).toEqualTypeOf<'query' | 'mutation' | 'subscription'>();
+          return `${ctx.userId}:${path}`;
+        },
+      }),
+    );
+    // @ts-expect-error a batch's one response has no one policy for RateLimit fields to describe
+    trpcRateLimit({ limiter, headers: 'draft-7' });
   });
 
   it('ignores the options of the RateLimit fields and of preflights, which it has no use for', () => {
