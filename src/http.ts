@@ -17,3 +17,7 @@ export { rateLimitStore } from './http/express-rate-limit-store';
 export type { ExpressRateLimitStore, StoreLimiter, StoreInitOptions, StoreHits } from './http/express-rate-limit-store';
 export { throttlerStorage } from './http/nest-throttler-storage';
 export type { ThrottlerStorageLike, ThrottlerStorageOptions, ThrottlerRecord } from './http/nest-throttler-storage';
+export { koaRateLimit } from './http/koa-adapter';
+export type { KoaRateLimitOptions, KoaContextLike, RateLimitState } from './http/koa-adapter';
+export { trpcRateLimit } from './http/trpc-adapter';
+export type { TrpcRateLimitOptions, TrpcRateLimitMiddleware, TrpcCallLike, TrpcResultLike } from './http/trpc-adapter';

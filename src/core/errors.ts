@@ -11,7 +11,8 @@
  *   reservation (a reservation settles once).
  * - `ERR_RATEKEEPER_STORE_ERROR`: an `Error` handed to `onError` when the Redis client failed with
  *   something that is not an `Error` (kept as its `cause`).
- * - `ERR_RATEKEEPER_RATE_LIMITED`: a `RateLimitedError`, from a paced call that would wait too long.
+ * - `ERR_RATEKEEPER_RATE_LIMITED`: a `RateLimitedError`, from a paced call that would wait too long
+ *   (and the `cause` of a call `trpcRateLimit` refuses).
  * - `ERR_RATEKEEPER_STORE_TIMEOUT`: a `RedisTimeoutError`, handed to `onError` when Redis was too slow.
  * - `ERR_RATEKEEPER_CLOSED`: a `ClosedError`: the limiter was closed, or its store's client was,
  *   while the call waited (or before it began).

@@ -132,6 +132,8 @@ function isPreflight(connection: Connection): boolean {
 
 /** The outcome for a request that was counted. */
 export interface Verdict {
+  /** The key the request was counted under. */
+  readonly key: string;
   readonly decision: Decision;
   readonly headers: Record<string, string>;
   /**
@@ -227,12 +229,12 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
       if (!settling) {
         const answer = limiter.tryAcquire(id, permits);
         const decision = isThenable(answer) ? await answer : answer;
-        return { decision, headers: fields(decision), finish: undefined };
+        return { key: id, decision, headers: fields(decision), finish: undefined };
       }
       const reservation = await (limiter as Partial<ReservingRateLimiter> as ReservingRateLimiter).reserve(id, permits);
       const { decision } = reservation;
       const finish = decision.allowed ? (status: number) => settleBy(reservation, status, args) : undefined;
-      return { decision, headers: fields(decision), finish };
+      return { key: id, decision, headers: fields(decision), finish };
     },
   };
 }

@@ -35,8 +35,9 @@ export interface PaceOptions<A extends unknown[]> {
 }
 
 /**
- * The error a paced call rejects with when it would have to wait longer than `maxWaitMs`. Tell it
- * by its `code`, which holds across the ESM and CommonJS copies of ratekeeper (`instanceof` does not).
+ * The error a paced call rejects with when it would have to wait longer than `maxWaitMs`, and the
+ * `cause` of the error `trpcRateLimit` throws for a refused call. Tell it by its `code`, which holds
+ * across the ESM and CommonJS copies of ratekeeper (`instanceof` does not).
  *
  * @example
  * ```ts

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket } from '../../src/index';
-import { fastifyRateLimit, honoRateLimit, nodeRateLimit, withRateLimit } from '../../src/http';
+import { fastifyRateLimit, honoRateLimit, koaRateLimit, nodeRateLimit, withRateLimit } from '../../src/http';
 import { rangeError, typeError } from '../../src/core/errors';
 
 // Bad options fail when the middleware is built, not on the first request, with a message that names
@@ -13,6 +13,7 @@ const ADAPTERS: [string, (options: never) => unknown][] = [
   ['fastifyRateLimit', (options) => fastifyRateLimit(options)],
   ['honoRateLimit', (options) => honoRateLimit(options)],
   ['withRateLimit', (options) => withRateLimit(options, () => new Response())],
+  ['koaRateLimit', (options) => koaRateLimit(options)],
 ];
 
 const HEADERS = "'draft-10', 'draft-7', 'draft-6', 'x-ratelimit' or false";
@@ -40,7 +41,7 @@ describe.each(ADAPTERS)('%s', (adapter, build) => {
   });
 });
 
-describe.each(ADAPTERS.slice(2))('%s', (_, build) => {
+describe.each(ADAPTERS.slice(2, 4))('%s', (_, build) => {
   it('refuses a clientAddress that is no function', () => {
     expect(() => build({ limiter, clientAddress: '127.0.0.1' } as never)).toThrow(
       typeError('ratekeeper: `clientAddress` must be a function, got "127.0.0.1"'),

@@ -13,7 +13,7 @@ import {
   TokenBucket,
   WaitQueue,
 } from '../../src/index';
-import { addressKey, fastifyRateLimit, honoRateLimit, nodeRateLimit, rateLimitHeaders, withRateLimit } from '../../src/http';
+import { addressKey, fastifyRateLimit, honoRateLimit, koaRateLimit, nodeRateLimit, rateLimitHeaders, withRateLimit } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
 import { expectOutcome, isFiniteNumber, isIntegerIn, isObject, isReading, isString, never, optional, show, twins, VALUES } from './support';
 import { rangeError, typeError } from '../../src/core/errors';
@@ -244,6 +244,7 @@ describe('ratekeeper/http: every adapter option and every rateLimitHeaders input
     ['nodeRateLimit', (o) => nodeRateLimit(o as never)],
     ['fastifyRateLimit', (o) => fastifyRateLimit(o as never)],
     ['honoRateLimit', (o) => honoRateLimit(o as never)],
+    ['koaRateLimit', (o) => koaRateLimit(o as never)],
     ['withRateLimit', (o) => withRateLimit(o as never, () => new Response())],
   ];
   const printable = (v: unknown) => typeof v === 'string' && /^[\x20-\x7e]+$/.test(v);

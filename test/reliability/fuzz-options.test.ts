@@ -1,7 +1,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
 import { Composite, KeyedRateLimiter, ManualScheduler, pace, Rule, TokenBucket, WaitQueue } from '../../src/index';
-import { fastifyRateLimit, honoRateLimit, nodeRateLimit, rateLimitHeaders, withRateLimit } from '../../src/http';
+import { fastifyRateLimit, honoRateLimit, koaRateLimit, nodeRateLimit, rateLimitHeaders, withRateLimit } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
 import { errorOf, expectNamedRefusal, twins, VALUES } from './support';
 
@@ -88,6 +88,7 @@ describe('ratekeeper/http options, fuzzed', () => {
     ['nodeRateLimit', (o) => nodeRateLimit(o as never)],
     ['fastifyRateLimit', (o) => fastifyRateLimit(o as never)],
     ['honoRateLimit', (o) => honoRateLimit(o as never)],
+    ['koaRateLimit', (o) => koaRateLimit(o as never)],
   ];
   test.prop([optionsOf(SHARED)], RUNS)('each adapter takes the options or refuses them by name', async (options) => {
     const t = twins();

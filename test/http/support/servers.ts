@@ -4,19 +4,23 @@ import { serve } from '@hono/node-server';
 import express from 'express';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import { Hono } from 'hono';
+import Koa from 'koa';
+import Koa2 from 'koa-2';
 import type { Decision } from '../../../src/index';
 import {
   fastifyRateLimit,
   honoRateLimit,
+  koaRateLimit,
   nodeRateLimit,
   rateLimitOf,
   withRateLimit,
   type RateLimitOptions,
+  type RateLimitState,
   type RateLimitVariables,
 } from '../../../src/http';
 
 /** The adapters under test, each behind a real server on loopback. */
-export const ADAPTERS = ['express', 'fastify', 'hono', 'fetch'] as const;
+export const ADAPTERS = ['express', 'fastify', 'hono', 'fetch', 'koa', 'koa-2'] as const;
 /** `nodeRateLimit` on a bare `node:http` server: GET / and GET /fail only, for the tests that name it. */
 export const NODE_HTTP = 'node:http';
 export type Adapter = (typeof ADAPTERS)[number] | typeof NODE_HTTP;
@@ -61,7 +65,7 @@ export const CORS_HEADERS = { 'access-control-allow-origin': '*', 'access-contro
  * Starts `adapter` with GET / ("ok"), GET /health ("up"), GET /fail (401 "no"), GET /decision (the
  * decision the handler was handed, as JSON), the `THROWING` routes, and OPTIONS / (204 with
  * `CORS_HEADERS`, standing for a CORS handler after the limiter); errors answer 500 with their message. Node-based servers
- * (express, fastify) also have GET /hang (never answers) and GET /stream (sends its status and a
+ * (express, fastify, koa) also have GET /hang (never answers) and GET /stream (sends its status and a
  * first chunk, then never ends), for clients that leave mid-response.
  */
 export async function start(adapter: Adapter, setup: Setup): Promise<Running> {
@@ -230,7 +234,64 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
     };
     return listenNode(serve({ fetch, port: 0, hostname: '127.0.0.1' }) as Server);
   },
+
+  koa: (setup) => startKoa(Koa, setup),
+  'koa-2': (setup) => startKoa(Koa2, setup),
 };
+
+/** Koa 3 or Koa 2 (the same API for what the middleware and these routes use). */
+async function startKoa(Application: typeof Koa, setup: Setup): Promise<Running> {
+  const { key, cost, skip, settle, onSettleError, customRefusal, ...common } = setup;
+  type Context = Koa.ParameterizedContext<RateLimitState>;
+  const header = (ctx: Context): Header => (name) => ctx.get(name) || undefined;
+  const app = new Application<RateLimitState>();
+  app.use(async (ctx, next) => {
+    try {
+      await next();
+    } catch (error) {
+      ctx.status = 500;
+      ctx.body = String((error as Partial<Error> | undefined)?.message);
+    }
+  });
+  app.use(
+    koaRateLimit<Context>({
+      ...common,
+      ...(key && { key: (ctx) => key(header(ctx)) }),
+      ...(cost && { cost: (ctx) => cost(header(ctx)) }),
+      ...(skip && { skip: (ctx) => skip(ctx.path) }),
+      ...(settle && { settle: (status, ctx) => settle(status, header(ctx)) }),
+      ...(onSettleError && { onSettleError }),
+      ...(customRefusal && {
+        onRejected: (ctx, decision) => {
+          ctx.status = 503;
+          ctx.body = refusalText(decision);
+        },
+      }),
+    }),
+  );
+  app.use((ctx) => {
+    if (ctx.method === 'OPTIONS') {
+      ctx.status = 204;
+      ctx.set(CORS_HEADERS);
+    } else if (ctx.path === '/fail') {
+      ctx.status = 401;
+      ctx.body = 'no';
+    } else if (ctx.path === '/decision') {
+      ctx.body = ctx.state.rateLimit;
+    } else if (ctx.path in THROWING) {
+      throw THROWING[ctx.path as ThrowingPath]();
+    } else if (ctx.path === '/hang') {
+      ctx.respond = false;
+    } else if (ctx.path === '/stream') {
+      ctx.respond = false;
+      ctx.res.writeHead(200);
+      ctx.res.write('first');
+    } else {
+      ctx.body = ctx.path === '/health' ? 'up' : 'ok';
+    }
+  });
+  return listenNode(app.listen(0, '127.0.0.1'));
+}
 
 /** Resolves with the address once `server` listens. */
 export async function listening(server: Server): Promise<AddressInfo> {
