@@ -61,7 +61,8 @@ export function rateLimitOf(request: Request): Decision | undefined {
  * the refusal without reaching the handler, an allowed one gets the rate-limit fields on its response
  * (those the handler did not set itself). The handler reads the decision with {@link rateLimitOf}.
  * Errors from the limiter or the callbacks reject the returned Promise, for the server to report;
- * those while settling after the response go to `onSettleError`.
+ * those while settling after the response go to `onSettleError`. A handler that throws rejects it
+ * too, and its request settles as a 500 response (`skipFailedRequests` gives its permits back).
  *
  * @example
  * ```ts
@@ -96,7 +97,15 @@ export function withRateLimit<Args extends unknown[]>(
     const { decision, headers, finish } = verdict;
     decisions.set(request, decision);
     if (decision.allowed) {
-      const response = await handler(request, ...args);
+      let response: Response;
+      try {
+        response = await handler(request, ...args);
+      } catch (error) {
+        // The server answers a handler that throws with a 500, as Express's and Fastify's do; the
+        // request settles as that failure, and the error goes on to the server.
+        if (finish !== undefined) void finish(500);
+        throw error;
+      }
       // The status is the server's choice once the handler has answered, whether or not the client stays.
       if (finish !== undefined) void finish(response.status);
       return withHeaders(response, headers);

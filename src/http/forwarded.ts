@@ -16,11 +16,14 @@ export type ForwardedHeader = 'x-forwarded-for' | 'forwarded';
 export const FORWARDED_HEADERS: readonly ForwardedHeader[] = ['x-forwarded-for', 'forwarded'];
 
 /**
- * The most characters one trusted proxy's entry may take. A real entry is well under it (an IPv6
- * address with a port, a host name, a few parameters); the cap bounds the work a hostile header can
- * cause to `trustProxies` × this many characters, however long the header is.
+ * The most characters an address may take where a trusted proxy writes it: an `X-Forwarded-For`
+ * entry, or the `for` value of a `Forwarded` element. A real one is well under it (an IPv6 address
+ * with a port). Only what the proxy writes is counted: a `Forwarded` element's other parameters may
+ * hold what the client chose (a `host` copied from its `Host`), of any length, and must not cost the
+ * element. An `X-Forwarded-For` header is read for at most `trustProxies` × (this + 1) characters,
+ * a `Forwarded` header for its trusted elements only, each character once.
  */
-export const MAX_ENTRY_LENGTH = 1024;
+export const MAX_ADDRESS_LENGTH = 1024;
 
 /**
  * The client's address behind `trustProxies` proxies, from the peer address and the forwarding
@@ -46,11 +49,14 @@ export function forwardedClient(peer: string | undefined, value: string | undefi
  */
 export function trustedHops(value: string, header: ForwardedHeader, count: number): string[] {
   const forwarded = header === 'forwarded';
-  const floor = Math.max(0, value.length - count * (MAX_ENTRY_LENGTH + 1));
+  // A Forwarded element is as long as its proxy wrote it (its `host` may be the client's to choose):
+  // it is never cut short, and the work stays linear in the trusted elements' length.
+  const maxEntry = forwarded ? Infinity : MAX_ADDRESS_LENGTH;
+  const floor = Math.max(0, value.length - count * (maxEntry + 1));
   const hops: string[] = [];
   let end = value.length;
   while (hops.length < count && end > 0) {
-    const comma = entryStart(value, end, floor, forwarded);
+    const comma = entryStart(value, end, floor, forwarded, maxEntry);
     if (comma === undefined) break;
     const text = trimOws(value.slice(comma + 1, end));
     end = comma;
@@ -64,13 +70,13 @@ export function trustedHops(value: string, header: ForwardedHeader, count: numbe
 
 /**
  * The index of the comma before the entry that ends at `end` (-1 at the start of the value),
- * scanning leftwards; undefined when the entry is longer than `MAX_ENTRY_LENGTH` or the scan would
- * pass `floor`. In `Forwarded` (`quotes`), commas inside quoted strings are skipped and a quoted
+ * scanning leftwards; undefined when the entry is longer than `maxEntry` or the scan would pass
+ * `floor`. In `Forwarded` (`quotes`), commas inside quoted strings are skipped and a quoted
  * string left open is undefined too; a `"` preceded by an odd run of backslashes is a quoted-pair,
  * as it is when read left to right.
  */
-function entryStart(value: string, end: number, floor: number, quotes: boolean): number | undefined {
-  const stop = Math.max(floor, end - MAX_ENTRY_LENGTH - 1);
+function entryStart(value: string, end: number, floor: number, quotes: boolean, maxEntry: number): number | undefined {
+  const stop = Math.max(floor, end - maxEntry - 1);
   let quoted = false;
   for (let i = end - 1; i >= stop; i--) {
     const char = value[i];
@@ -80,13 +86,15 @@ function entryStart(value: string, end: number, floor: number, quotes: boolean):
     while (i - 1 - backslashes >= stop && value[i - 1 - backslashes] === '\\') backslashes++;
     if (!quoted || backslashes % 2 === 0) quoted = !quoted;
   }
-  return stop === 0 && !quoted && end <= MAX_ENTRY_LENGTH ? -1 : undefined;
+  return stop === 0 && !quoted && end <= maxEntry ? -1 : undefined;
 }
 
 /**
  * The node of an RFC 7239 element's `for` parameter, parsed strictly: `pair *( ";" pair )` where a
  * pair is `token "=" ( token / quoted-string )`, no parameter twice, whitespace allowed only around
- * `;`; undefined for anything else. An element without `for` names no client: `unknown`.
+ * `;`; undefined for anything else. An element without `for` names no client: `unknown`. Only the
+ * `for` value is unescaped and read as a node, and only it is bounded (`MAX_ADDRESS_LENGTH`): the
+ * other values are skipped over, whatever their length.
  */
 function forwardedFor(element: string): string | undefined {
   const seen = new Set<string>();
@@ -101,17 +109,19 @@ function forwardedFor(element: string): string | undefined {
     if (i === element.length) return node;
     const name = token(element, i);
     if (name === '' || element[i + name.length] !== '=') return undefined;
-    const parsed = pairValue(element, i + name.length + 1);
-    if (parsed === undefined) return undefined;
+    const start = i + name.length + 1;
+    const end = valueEnd(element, start);
+    if (end === undefined) return undefined;
     const lower = name.toLowerCase();
     if (seen.has(lower)) return undefined;
     seen.add(lower);
     if (lower === 'for') {
-      const address = forNode(parsed.text);
+      if (end - start > MAX_ADDRESS_LENGTH) return undefined;
+      const address = forNode(unquote(element.slice(start, end)));
       if (address === undefined) return undefined;
       node = address;
     }
-    i = skipOws(element, parsed.next);
+    i = skipOws(element, end);
     if (i < element.length && element[i] !== ';') return undefined;
   }
 }
@@ -124,30 +134,27 @@ function token(text: string, start: number): string {
   return TCHAR.exec(text)?.[0] ?? '';
 }
 
-/** A parameter's value at `start`, `token / quoted-string`, unescaped, and the index after it. */
-function pairValue(text: string, start: number): { text: string; next: number } | undefined {
-  if (text[start] === '"') return quotedString(text, start);
-  const value = token(text, start);
-  return value === '' ? undefined : { text: value, next: start + value.length };
-}
-
-/** An RFC 9110 quoted-string starting at `start`, unescaped, and the index after it. */
-function quotedString(text: string, start: number): { text: string; next: number } | undefined {
-  let out = '';
+/**
+ * The index after the parameter value at `start`, a token or an RFC 9110 quoted-string (qdtext and
+ * quoted-pairs); undefined when there is none.
+ */
+function valueEnd(text: string, start: number): number | undefined {
+  if (text[start] !== '"') {
+    const length = token(text, start).length;
+    return length === 0 ? undefined : start + length;
+  }
   for (let i = start + 1; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    if (code === 0x22) return { text: out, next: i + 1 };
-    if (code === 0x5c) {
-      const escaped = text.charCodeAt(++i);
-      if (!(escaped === 0x09 || (escaped >= 0x20 && escaped !== 0x7f && escaped <= 0xff))) return undefined;
-      out += text[i];
-    } else if (code === 0x09 || (code >= 0x20 && code !== 0x7f && code <= 0xff)) {
-      out += text[i];
-    } else {
-      return undefined;
-    }
+    let code = text.charCodeAt(i);
+    if (code === 0x22) return i + 1;
+    if (code === 0x5c) code = text.charCodeAt(++i);
+    if (!(code === 0x09 || (code >= 0x20 && code !== 0x7f && code <= 0xff))) return undefined;
   }
   return undefined;
+}
+
+/** A value `valueEnd` accepted, its quotes and quoted-pairs undone. */
+function unquote(value: string): string {
+  return value.startsWith('"') ? value.slice(1, -1).replace(/\\([\s\S])/g, '$1') : value;
 }
 
 /**

@@ -72,7 +72,8 @@ export interface HonoRateLimitOptions<C extends HonoContextLike = HonoContextLik
  * Hono middleware: counts each request, answers a refused one itself, and adds the rate-limit
  * fields to the response of an allowed one. The decision is `c.get('rateLimit')` for the handlers
  * (see {@link RateLimitVariables}). Errors from the limiter or the callbacks go to Hono's error
- * handler; those while settling after the response, to `onSettleError`.
+ * handler; those while settling after the response, to `onSettleError`. A request whose handler
+ * throws something other than an `Error` (which Hono passes on to the server) settles as a 500.
  *
  * @example
  * ```ts
@@ -108,7 +109,14 @@ export function honoRateLimit<C extends HonoContextLike = HonoContextLike>(
     const { decision, headers, finish } = verdict;
     c.set('rateLimit', decision);
     if (decision.allowed) {
-      await next();
+      try {
+        await next();
+      } catch (error) {
+        // Hono hands an `Error` to its error handler and `c.res` holds the answer; anything else
+        // thrown (a string, a Response) comes out of `next()`, and the server answers 500.
+        if (finish !== undefined) void finish(500);
+        throw error;
+      }
       // The status is the server's choice once the handler has answered, whether or not the client stays.
       if (finish !== undefined) void finish(c.res.status);
       for (const [name, value] of Object.entries(headers)) {

@@ -79,7 +79,8 @@ export interface RateLimitOptions<Args extends unknown[]> {
   settle?: ((status: number, ...args: Args) => number | Promise<number>) | undefined;
   /**
    * Receives what fails while settling after the response (a `settle` that throws or returns a bad
-   * number, a store that fails): the response is already on its way, so nothing else can.
+   * number, a store that fails): the response is already on its way, so nothing else can. An error
+   * it throws is ignored: settling never rejects.
    * @default undefined (dropped)
    */
   onSettleError?: ((error: unknown, ...args: Args) => void) | undefined;
@@ -186,7 +187,12 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
       if ((skipFailedRequests && status >= 400) || (skipSuccessfulRequests && status < 400)) await reservation.cancel();
       else if (settle !== undefined) await reservation.settle(integerIn('settle', await settle(status, ...args), 0, Number.MAX_SAFE_INTEGER));
     } catch (error) {
-      onSettleError?.(error, ...args);
+      try {
+        onSettleError?.(error, ...args);
+      } catch {
+        // Settling runs after the response, where nothing awaits it: a hook that throws would be an
+        // unhandled rejection (which ends a Node process by default), and there is no one left to tell.
+      }
     }
   };
 

@@ -38,6 +38,8 @@ export interface SenderOptions {
   readonly refusals: RefusalCache | undefined;
   /** Answers one call from the outage policy, after reporting `error`. */
   readonly fallback: (error: unknown, call: Call) => Decision | Promise<Decision>;
+  /** What to wait for before sending, while the client's first connection is under way (see `startUp`). */
+  readonly startUp: (() => Promise<void> | undefined) | undefined;
 }
 
 /**
@@ -85,7 +87,17 @@ export class BatchSender {
   };
 
   #run(script: ScriptCall): void {
-    const { client, plan, ruleArgs, callerClock } = this.#options;
+    const { client, plan, ruleArgs, callerClock, startUp } = this.#options;
+    const starting = startUp?.();
+    if (starting !== undefined) {
+      // Calls whose deadline passed meanwhile were answered by the policy; the others go, in the
+      // order made, once the attempt has ended.
+      void starting.then(() => {
+        script.calls = script.calls.filter((call) => !call.answered);
+        if (script.calls.length > 0) this.#run(script);
+      });
+      return;
+    }
     const { calls, flight } = script;
     const keys: string[] = [];
     const args = ruleArgs.slice();

@@ -22,6 +22,8 @@ export interface KeyOperationsOptions {
   /** The limiter's clock; undefined when the server's decides. */
   readonly clock: Clock | undefined;
   readonly timeoutMs: number;
+  /** What to wait for before sending, while the client's first connection is under way (see `startUp`). */
+  readonly startUp: (() => Promise<void> | undefined) | undefined;
 }
 
 /**
@@ -57,7 +59,7 @@ export class KeyOperations {
    * error or a `RedisTimeoutError`.
    */
   run(redisKey: string, operation: KeyOperation, reading: string, args: readonly string[]): Promise<unknown> {
-    const { client, script, ruleArgs, timeoutMs } = this.#options;
+    const { client, script, ruleArgs, timeoutMs, startUp } = this.#options;
     return new Promise((resolve, reject) => {
       let pending = true;
       const timer = timeoutMs === Infinity ? undefined : setTimeout(() => answer(() => reject(new RedisTimeoutError(timeoutMs))), timeoutMs);
@@ -68,15 +70,23 @@ export class KeyOperations {
         clearTimeout(timer);
         settle();
       };
-      runScript(
-        client,
-        script,
-        [redisKey],
-        [...ruleArgs, operation, reading, ...args],
-        (reply) => answer(() => resolve(reply)),
-        (error) => answer(() => reject(error)),
-        () => {},
-      );
+      const send = () =>
+        runScript(
+          client,
+          script,
+          [redisKey],
+          [...ruleArgs, operation, reading, ...args],
+          (reply) => answer(() => resolve(reply)),
+          (error) => answer(() => reject(error)),
+          () => {},
+        );
+      const starting = startUp?.();
+      if (starting === undefined) send();
+      else
+        void starting.then(() => {
+          // Timed out meanwhile: the caller has its answer, and a late operation would only spend.
+          if (pending) send();
+        });
     });
   }
 

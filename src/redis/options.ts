@@ -66,12 +66,14 @@ export interface RedisRateLimiterOptions {
    */
   onError?: ((error: Error, key: string) => void) | undefined;
   /**
-   * Answers a key known to be refused until time T locally until T, without a round trip; `true`
-   * remembers up to 10,000 keys, `{ maxKeys }` sets the bound. `retryAfterMs` counts down to T
-   * exactly; `remaining` is the value Redis last gave.
+   * Answers a key known to be refused until time T locally, without a round trip, until T or for
+   * `maxMs` after the refused call was sent, whichever comes first: another server's `reset` or
+   * refund goes unseen here for at most that long. `true` remembers up to 10,000 keys for up to
+   * 1000 ms each; `{ maxKeys, maxMs }` sets either bound (both positive integers). `retryAfterMs`
+   * counts down to T exactly; `remaining` is the value Redis last gave.
    * @default false
    */
-  refusalCache?: boolean | { maxKeys: number } | undefined;
+  refusalCache?: boolean | { maxKeys?: number | undefined; maxMs?: number | undefined } | undefined;
   /**
    * Sends the calls made while a script call is in flight together in the next one (up to 16 keys
    * a call), and a call that finds nothing in flight at once, each deciding exactly as if sent

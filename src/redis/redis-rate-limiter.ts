@@ -21,6 +21,7 @@ import type { RedisAlgorithm } from './scripts';
 import { outagePolicy, peekOutagePolicy } from './outage-policy';
 import { RefusalCache } from './refusal-cache';
 import { plans } from './scripts';
+import { startUp } from './readiness';
 import { claimNamespace } from './namespaces';
 import { hashSlot } from './slot';
 import { checkStoreOptions, report, toRule } from './store-options';
@@ -124,6 +125,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
       return chosen(error, key, permits);
     };
     this.#refusals = refusalCacheFor(refusalCache);
+    const starting = startUp(client);
     if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
     this.#sender = new BatchSender({
       client: scriptClient,
@@ -136,11 +138,12 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
         report(onError, error, call.key);
         return policy(error, call.key, call.permits);
       },
+      startUp: starting,
     });
     this.#timeouts = new CallTimeouts(timeoutMs, this.#sender.timedOut);
     this.#coalescer = batch ? new Coalescer(this.#sender.send, MAX_BATCH, scriptClient.ordered === true) : undefined;
     this.#slotPrefix = isClusterClient(client) ? clientKeyPrefix(client) : undefined;
-    this.#operations = new KeyOperations({ client: scriptClient, script: plan.script, ruleArgs: plan.ruleArgs(this.rule), limit: this.rule.limit, clock, timeoutMs });
+    this.#operations = new KeyOperations({ client: scriptClient, script: plan.script, ruleArgs: plan.ruleArgs(this.rule), limit: this.rule.limit, clock, timeoutMs, startUp: starting });
     // A wait ends when the store can no longer answer: with a client closed for good, a degraded
     // refusal would be tried again for ever, its timer keeping the process alive.
     const attempt = (key: string, permits: number) =>
@@ -418,11 +421,16 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
 
 type Policy = (error: unknown, key: string, permits: number) => Decision | Promise<Decision>;
 
+/** The refusal cache's bounds when `true` (or an object) leaves them out. */
+const REFUSAL_CACHE_KEYS = 10_000;
+const REFUSAL_CACHE_MS = 1000;
+
 function refusalCacheFor(option: unknown): RefusalCache | undefined {
   if (option === false) return undefined;
-  if (option === true) return new RefusalCache(10_000);
-  if (option !== null && typeof option === 'object') {
-    return new RefusalCache(integerIn('refusalCache.maxKeys', (option as { maxKeys: unknown }).maxKeys, 1, Number.MAX_SAFE_INTEGER));
+  if (option === true) return new RefusalCache(REFUSAL_CACHE_KEYS, REFUSAL_CACHE_MS);
+  if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
+    const { maxKeys = REFUSAL_CACHE_KEYS, maxMs = REFUSAL_CACHE_MS } = option as { maxKeys?: unknown; maxMs?: unknown };
+    return new RefusalCache(integerIn('refusalCache.maxKeys', maxKeys, 1, Number.MAX_SAFE_INTEGER), integerIn('refusalCache.maxMs', maxMs, 1, Number.MAX_SAFE_INTEGER));
   }
-  throw typeError(`ratekeeper: \`refusalCache\` must be true, false or { maxKeys }, got ${describe(option)}`);
+  throw typeError(`ratekeeper: \`refusalCache\` must be true, false or { maxKeys?, maxMs? }, got ${describe(option)}`);
 }

@@ -7,28 +7,37 @@ interface Refusal {
   readonly remaining: number;
   /** When the key would be as new, on the same time line. */
   readonly resetAt: number;
+  /** When the call that was refused left, on the same time line. */
+  readonly sentAt: number;
+  /** Until when the entry answers: `until`, or `maxMs` after `sentAt` if that comes first. */
+  readonly expires: number;
 }
 
 /**
  * Remembers, per key, until when a request was refused, so that a client hammering a refused key
  * costs no round trip. Other servers' traffic can only delay a refusal's end, never bring it
  * forward, and a larger request is refused at least as long; so a request for at least as many
- * permits before `until` is refused without asking Redis. Forgetting an entry only costs a round
- * trip, so the table is bounded by dropping its oldest entry.
+ * permits before `until` is refused without asking Redis. But another server's `reset` or refund
+ * does bring it forward, unseen here: so an entry answers for at most `maxMs` after its call left,
+ * and then Redis is asked again. Forgetting an entry only costs a round trip, so the table is
+ * bounded by dropping its oldest entry.
  */
 export class RefusalCache {
   readonly #refusals = new Map<string, Refusal>();
   readonly #maxKeys: number;
+  readonly #maxMs: number;
 
-  constructor(maxKeys: number) {
+  constructor(maxKeys: number, maxMs: number) {
     this.#maxKeys = maxKeys;
+    this.#maxMs = maxMs;
   }
 
   /** The refusal for `permits` at `now` if one is known, with `retryAfterMs` counted down to its end. */
   get(key: string, permits: number, now: number, limit: number): Rejected | undefined {
     const refusal = this.#refusals.get(key);
     if (refusal === undefined) return undefined;
-    if (now >= refusal.until) {
+    // A clock read behind the call cannot tell how old the entry is: it vouches for nothing.
+    if (now >= refusal.expires || now < refusal.sentAt) {
       this.#refusals.delete(key);
       return undefined;
     }
@@ -53,6 +62,8 @@ export class RefusalCache {
       permits,
       remaining: decision.remaining,
       resetAt: sentAt + decision.resetAfterMs,
+      sentAt,
+      expires: sentAt + Math.min(decision.retryAfterMs, this.#maxMs),
     });
   }
 }

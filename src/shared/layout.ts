@@ -5,7 +5,7 @@ import { Rule } from '../core/rule';
 // The buffer of a SharedKeyedRateLimiter, read through one BigUint64Array:
 //
 //   words 0..15   header (below): written once by the creator before the buffer is shared, except
-//                 LATEST and SIZE, which every thread updates atomically
+//                 LATEST, SIZE and RECOUNT, which every thread updates atomically
 //   16 + 2i       key word of slot i: 0 (never used), a key hash, or a hash with a flag (key-table.ts)
 //   17 + 2i       state word of slot i: the algorithm's whole state for that key, zero = a fresh key
 //   after those   sliding-window-log only: `ring` timestamps per slot (sliding-window-log-ring.ts)
@@ -19,7 +19,8 @@ export const ALGORITHMS = ['token-bucket', 'leaky-bucket', 'fixed-window', 'slid
 export type SharedAlgorithm = (typeof ALGORITHMS)[number];
 
 export const MAGIC = 0x72_6b_73_68_61_72_65_64n; // "rkshared"
-export const VERSION = 1n;
+/** 2: the key hash is SipHash-1-3 under the secret in SECRET (1 hashed without a secret). */
+export const VERSION = 2n;
 export const HEADER_WORDS = 16;
 export const H = {
   magic: 0,
@@ -33,6 +34,10 @@ export const H = {
   epoch: 8,
   latest: 9,
   size: 10,
+  /** The key hash's 128-bit secret, two words (hash.ts). */
+  secret: 11,
+  /** The key count last seen refusing a new key, and when: 0 for never (key-table.ts). */
+  recount: 13,
 } as const;
 
 /**
@@ -49,8 +54,8 @@ export const EPOCH_MARGIN_MS = 86_400_000;
 const NUMBER_UPTIME_MS = 2 ** 52;
 /** The most permits a shared sliding log keeps per key: its timestamps live in the buffer. */
 export const MAX_LOG_LIMIT = 4095;
-/** The most keys one buffer holds: 2^27 slots of 16 bytes are 2 GiB. */
-export const MAX_KEYS = 2 ** 26;
+/** The most keys one buffer holds: 2^27 slots (of 16 bytes: 2 GiB) at 2.5 slots per key. */
+export const MAX_KEYS = Math.floor(2 ** 27 / 2.5);
 
 /** The rule and sizes recorded in a buffer's header. */
 export interface Header {
@@ -61,6 +66,8 @@ export interface Header {
   readonly slots: number;
   readonly ring: number;
   readonly epoch: number;
+  /** The key hash's secret, four 32-bit words. */
+  readonly secret: Uint32Array;
 }
 
 /** Bits of a count from 0 to `limit`. */
@@ -114,9 +121,13 @@ export function checkRuleFits(algorithm: SharedAlgorithm, limit: number, windowM
   return uptime;
 }
 
-/** Slots for `maxKeys` keys: a power of two of at least twice as many, so probes stay short. */
+/**
+ * Slots for `maxKeys` keys: a power of two of at least 2.5 times as many, so at most 40% are taken.
+ * A new key is refused while fewer than maxKeys are stored only if the 64 slots from its home are
+ * all taken: at 40% that is about 1.6e-11 per insertion, at 50% it would be 7e-8 (key-hash.test.ts).
+ */
 export function slotsFor(maxKeys: number): number {
-  return Math.max(16, 2 ** Math.ceil(Math.log2(2 * maxKeys)));
+  return Math.max(16, 2 ** Math.ceil(Math.log2(2.5 * maxKeys)));
 }
 
 /** Timestamps per slot of a shared log: a power of two, so sequence numbers wrap with the ring. */
@@ -140,13 +151,15 @@ export function writeHeader(words: BigUint64Array, header: Header): void {
   words[H.slots] = BigInt(header.slots);
   words[H.ring] = BigInt(header.ring);
   words[H.epoch] = BigInt.asUintN(64, BigInt(header.epoch));
+  new Uint32Array(words.buffer, H.secret * 8, 4).set(header.secret);
 }
 
 /** Reads the header of a buffer made by `new SharedKeyedRateLimiter`; throws a `TypeError` for anything else. */
 export function readHeader(buffer: unknown): { words: BigUint64Array; header: Header } {
   const notOurs = (why: string) => typeError(`ratekeeper: \`buffer\` must be the .buffer of a SharedKeyedRateLimiter, got ${why}`);
   if (typeof SharedArrayBuffer === 'undefined' || !(buffer instanceof SharedArrayBuffer)) throw notOurs(describe(buffer));
-  if (buffer.byteLength < HEADER_WORDS * 8) throw notOurs(`a SharedArrayBuffer of ${buffer.byteLength} bytes`);
+  // A length that is no whole number of words would make BigUint64Array throw V8's own RangeError.
+  if (buffer.byteLength < HEADER_WORDS * 8 || buffer.byteLength % 8 !== 0) throw notOurs(`a SharedArrayBuffer of ${buffer.byteLength} bytes`);
   const words = new BigUint64Array(buffer);
   if (words[H.magic] !== MAGIC) throw notOurs('a SharedArrayBuffer of something else');
   if (words[H.version] !== VERSION) throw notOurs(`a buffer of layout version ${words[H.version]}, this ratekeeper reads version ${VERSION}`);
@@ -159,6 +172,7 @@ export function readHeader(buffer: unknown): { words: BigUint64Array; header: He
     slots: read(H.slots),
     ring: read(H.ring),
     epoch: Number(BigInt.asIntN(64, words[H.epoch] as bigint)),
+    secret: new Uint32Array(buffer, H.secret * 8, 4).slice(),
   };
   if (words.length !== wordsFor(header.slots, header.ring)) throw notOurs('a buffer whose size does not match its header');
   return { words, header };

@@ -3,12 +3,12 @@ import { type Decision, keyTableFull } from '../core/decision';
 import type { Rule } from '../core/rule';
 import { rangeError, typeError } from '../core/errors';
 import { Closable } from '../core/symbols';
-import { assertNumber, checkPermits, describe, finiteNumber, integerIn } from '../core/validate';
+import { assertNumber, checkPermits, checkString, describe, finiteNumber, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
 import { type Scheduler, schedulerFor } from '../limiter/scheduler';
 import { WaitQueue } from '../limiter/wait-queue';
 import { FixedWindowWord } from './fixed-window-word';
-import { hashKey, lastLow } from './hash';
+import { KeyHash, newSecret } from './hash';
 import { NOT_FOUND, SharedKeyTable } from './key-table';
 import {
   ALGORITHMS,
@@ -37,7 +37,7 @@ export interface SharedKeyedRateLimiterOptions {
   /** How many permits a key may use per window (read by its fields: `limit`, and a whole number of ms `windowMs`). */
   rule: Rule;
   /**
-   * The most keys stored at once: the buffer is sized for them (16 bytes per slot, two slots or
+   * The most keys stored at once: the buffer is sized for them (16 bytes per slot, 2.5 slots or
    * more per key; a sliding log adds 8 bytes per slot and permit of its limit). A new key that finds
    * no room is refused with `degraded: 'key-table-full'`; only idle keys are ever replaced.
    */
@@ -93,6 +93,7 @@ export class SharedKeyedRateLimiter extends Closable {
   readonly #clock: Clock;
   readonly #exactUntil: number;
   readonly #waiting: WaitQueue;
+  readonly #hash: KeyHash;
   /** The last key asked for, its hash, home and slot: a hot key skips hashing and the probe (confirm() still checks the slot). */
   #lastKey: string | undefined;
   #lastHash = 0n;
@@ -103,8 +104,8 @@ export class SharedKeyedRateLimiter extends Closable {
 
   /**
    * Makes a new buffer for `maxKeys` keys under one rule.
-   * @throws TypeError for a missing or mistyped option, or where `SharedArrayBuffer` is unavailable
-   * (a browser page without cross-origin isolation); RangeError for a rule the algorithm's word
+   * @throws TypeError for a missing or mistyped option, or where `SharedArrayBuffer` or
+   * `crypto.getRandomValues` is unavailable (a browser page without cross-origin isolation); RangeError for a rule the algorithm's word
    * cannot count exactly for ten years, or a `maxKeys` out of range.
    */
   constructor(options: SharedKeyedRateLimiterOptions) {
@@ -116,6 +117,9 @@ export class SharedKeyedRateLimiter extends Closable {
       }
       if (typeof SharedArrayBuffer === 'undefined') {
         throw invalid('SharedArrayBuffer is not available here (a browser page needs cross-origin isolation: COOP and COEP headers)');
+      }
+      if (typeof crypto === 'undefined' || typeof crypto.getRandomValues !== 'function') {
+        throw invalid('crypto.getRandomValues is not available here (the key table hashes keys under a random secret)');
       }
     }
     const { algorithm, maxKeys } = attached?.header ?? options;
@@ -136,7 +140,7 @@ export class SharedKeyedRateLimiter extends Closable {
       const epoch = Math.floor(finiteNumber('clock.now()', clock.now())) - EPOCH_MARGIN_MS;
       this.#buffer = new SharedArrayBuffer(bytes);
       this.#words = new BigUint64Array(this.#buffer);
-      this.#header = { algorithm, limit, windowMs, maxKeys, slots, ring, epoch };
+      this.#header = { algorithm, limit, windowMs, maxKeys, slots, ring, epoch, secret: newSecret() };
       writeHeader(this.#words, this.#header);
     } else {
       this.#buffer = attached.buffer;
@@ -144,6 +148,7 @@ export class SharedKeyedRateLimiter extends Closable {
       this.#header = attached.header;
     }
     this.#rule = Object.freeze({ limit, windowMs }) as Rule;
+    this.#hash = new KeyHash(this.#header.secret);
     this.#clock = clock;
     this.#table = new SharedKeyTable(this.#words, this.#header.slots, this.#header.maxKeys);
     this.#state = stateFor(this.#words, this.#header, this.#rule, (slot) => this.#table.stateIndex(slot));
@@ -207,21 +212,24 @@ export class SharedKeyedRateLimiter extends Closable {
 
   /**
    * Decides a request for `permits` (default 1) by `key`, synchronously, exactly across threads.
-   * A refusal writes nothing.
-   * @throws TypeError when `key` is not a string; RangeError when `permits` is not an integer from 1
-   * to the limit, or the clock reads past the last ms the rule is exact for; `ERR_RATEKEEPER_CLOSED` after `close()`.
+   * A refusal writes nothing. It keeps answering after `close()`, which ends only waiting.
+   * @throws TypeError when `key` is not a string of well-formed UTF-16 (a lone surrogate is refused,
+   * as by `KeyedRateLimiter`); RangeError when `permits` is not an integer from 1 to the limit, or
+   * the clock reads past the last ms the rule is exact for.
    */
   tryAcquire(key: string, permits = 1): Decision {
     const t = this.#begin(key, permits);
-    const h = this.#hash(key);
+    const h = this.#hashOf(key);
     const low = this.#lastLow;
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-      // A slot remembered from the last call is only a guess: confirm() below settles whether the key still lives there.
-      let slot = attempt === 0 && this.#lastSlot !== NOT_FOUND ? this.#lastSlot : this.#table.find(h, low);
+      // A slot remembered from the last call may have been given to another key since: decide on it
+      // only if it still holds this one (a refusal writes nothing, not even to another key's state).
+      const remembered = attempt === 0 ? this.#lastSlot : NOT_FOUND;
+      let slot = remembered !== NOT_FOUND && this.#table.holds(remembered, h) ? remembered : this.#table.find(h, low);
       let now = t;
       if (slot === NOT_FOUND) {
         now = this.#latestShared(t);
-        slot = this.#table.findOrInsert(h, low, (s) => this.#state.isIdle(s, now));
+        slot = this.#table.findOrInsert(h, low, now, (s) => this.#state.isIdle(s, now));
         if (slot === NOT_FOUND) return this.#tableFull(now);
       }
       const decision = this.#state.decide(slot, now, permits, true);
@@ -235,16 +243,21 @@ export class SharedKeyedRateLimiter extends Closable {
   }
 
   /**
-   * What `tryAcquire(key, permits)` would answer now, spending nothing and storing no key.
+   * What `tryAcquire(key, permits)` would answer now, spending nothing and storing no key: a new
+   * key that would find no room is refused with `'key-table-full'`, as `tryAcquire` would refuse it.
    * @throws as `tryAcquire` does.
    */
   peek(key: string, permits = 1): Decision {
     const t = this.#begin(key, permits);
-    const h = this.#hash(key);
+    const h = this.#hashOf(key);
     const low = this.#lastLow;
     for (;;) {
       const slot = this.#table.find(h, low);
-      if (slot === NOT_FOUND) return this.#fresh.decide(0, this.#latestShared(t), permits, false);
+      if (slot === NOT_FOUND) {
+        const now = this.#latestShared(t);
+        const room = this.#table.hasRoom(low, now, (s) => this.#state.isIdle(s, now));
+        return room ? this.#fresh.decide(0, now, permits, false) : this.#tableFull(now);
+      }
       const decision = this.#state.decide(slot, t, permits, false);
       if (this.#table.confirm(slot, h)) return decision;
     }
@@ -288,7 +301,8 @@ export class SharedKeyedRateLimiter extends Closable {
 
   /** Checks a call's arguments and reads the clock: ms since the buffer's creation, maybe below the latest. */
   #begin(key: string, permits: number): number {
-    if (typeof key !== 'string') throw invalid(`\`key\` must be a string, got ${describe(key)}`);
+    // The last key was checked when it was first asked for: the hot key skips the regular expression.
+    if (typeof key !== 'string' || key !== this.#lastKey) checkString('key', key);
     checkPermits(permits, this.#header.limit);
     const reading = this.#clock.now();
     if (typeof reading !== 'number') assertNumber('nowMs', reading);
@@ -326,10 +340,10 @@ export class SharedKeyedRateLimiter extends Closable {
     return t;
   }
 
-  #hash(key: string): bigint {
+  #hashOf(key: string): bigint {
     if (key !== this.#lastKey) {
-      this.#lastHash = hashKey(key);
-      this.#lastLow = lastLow;
+      this.#lastHash = this.#hash.hash(key);
+      this.#lastLow = this.#hash.low;
       this.#lastKey = key;
       this.#lastSlot = NOT_FOUND;
     }

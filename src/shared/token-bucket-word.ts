@@ -75,14 +75,16 @@ export class TokenBucketWord implements SharedState {
     for (;;) {
       const x = Atomics.load(words, at);
       const known = at === this.#wroteAt && x === this.#wrote;
-      // Units spent and not yet refilled (a known word's debt is at least one permit's cost, so it is above n).
-      const debt = known ? this.#wroteDebt : x > n ? Number(x - n) : 0;
+      // Units spent and not yet refilled (a known word's debt is at least one permit's cost, so it is
+      // above n). A debt above the capacity means this reading is behind the one that wrote x: it
+      // counts as no time passed since, the bucket empty, as at the earliest reading x allows.
+      const debt = known ? this.#wroteDebt : x > n ? Math.min(Number(x - n), narrow.capacity) : 0;
       const used = debt + cost;
       if (used > narrow.capacity) {
         return reject(this.#limit, floorDiv(narrow.capacity - debt, narrow.perToken), ceilDiv(used - narrow.capacity, narrow.perMs), ceilDiv(debt, narrow.perMs));
       }
       if (!spend) return allow(this.#limit, floorDiv(narrow.capacity - used, narrow.perToken), ceilDiv(used, narrow.perMs));
-      const next = (debt > 0 ? x : n) + costWord; // debt > 0 exactly when x > n
+      const next = (debt > 0 ? x : n) + costWord; // debt > 0 exactly when x > n (and a granted debt was not capped)
       if (Atomics.compareExchange(words, at, x, next) === x) {
         this.#wrote = next;
         this.#wroteAt = at;
@@ -102,10 +104,12 @@ export class TokenBucketWord implements SharedState {
     const cost = BigInt(permits) * perToken;
     for (;;) {
       const x = Atomics.load(words, at);
-      const base = x > n ? x : n;
-      const used = base - n + cost; // units spent once this request is granted
+      // As above: a reading behind the writer's counts as the earliest one x allows.
+      const m = x - capacity > n ? x - capacity : n;
+      const base = x > m ? x : m;
+      const used = base - m + cost; // units spent once this request is granted
       if (used > capacity) {
-        const debt = base - n;
+        const debt = base - m;
         return reject(this.#limit, Number((capacity - debt) / perToken), ceil(used - capacity, perMs), ceil(debt, perMs));
       }
       if (!spend || Atomics.compareExchange(words, at, x, base + cost) === x) {

@@ -4,7 +4,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
 import type { Allowed } from '../../src/index';
-import { addressKey, withRateLimit, type ForwardedHeader } from '../../src/http';
+import { addressKey, resolveClientAddress, withRateLimit, type ForwardedHeader } from '../../src/http';
 import { forwardedClient } from '../../src/http/forwarded';
 
 /** A proxy's entry: its text and the address it names. */
@@ -33,21 +33,47 @@ const parameters = fc.uniqueArray(
   { selector: (pair) => pair.slice(0, pair.indexOf('=')), maxLength: 3 },
 );
 
-/** An RFC 7239 element as a proxy writes it, `for` among other parameters. */
-const forwardedEntry: fc.Arbitrary<Entry> = fc
-  .tuple(
-    fc.oneof(
+/** A `for` node as a proxy writes it, and the address it names. */
+const forNode = fc.oneof(
       fc.tuple(fc.ipV4(), fc.option(port), fc.boolean()).map(([ip, p, quote]) => ({
         node: p === null ? (quote ? `"${ip}"` : ip) : `"${ip}:${p}"`,
         address: ip,
       })),
       fc.tuple(fc.ipV6(), fc.option(port)).map(([ip, p]) => ({ node: `"[${ip}]${p === null ? '' : `:${p}`}"`, address: ip })),
       fc.tuple(obfuscated, fc.option(port)).map(([id, p]) => ({ node: p === null ? id : `"${id}:${p}"`, address: id })),
-      fc.constantFrom('unknown', 'UNKNOWN', '"unknown:80"').map((node) => ({ node, address: 'unknown' })),
-    ),
-    parameters,
-    fc.nat(3),
-  )
+  fc.constantFrom('unknown', 'UNKNOWN', '"unknown:80"').map((node) => ({ node, address: 'unknown' })),
+);
+
+/** An RFC 7239 element as a proxy writes it, `for` among other parameters. */
+const forwardedEntry: fc.Arbitrary<Entry> = fc
+  .tuple(forNode, parameters, fc.nat(3))
+  .map(([{ node, address }, others, at]) => ({ text: [...others.slice(0, at), `for=${node}`, ...others.slice(at)].join(';'), address }));
+
+/** Text of any length made of what an HTTP header value may carry (HTAB, SP to `~`, and 0x80 to 0xff): what a client can put in its `Host`. */
+const headerText = fc
+  .tuple(fc.string({ unit: fc.oneof(fc.integer({ min: 0x20, max: 0x7e }), fc.integer({ min: 0x80, max: 0xff }), fc.constant(9)).map((code) => String.fromCharCode(code)), maxLength: 20 }), fc.nat(300))
+  .map(([text, times]) => text.repeat(times));
+
+/** A value as a proxy writes it: a token when it is one, else a quoted-string with `"` and `\` escaped (RFC 7239 §4). */
+const written = (text: string) => (/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(text) ? text : `"${text.replace(/["\\]/g, '\\$&')}"`);
+
+/**
+ * The parameters beside `for` that a client chooses, each of any length: `host` copied from its
+ * `Host`, `proto`, `by`, and an extension of any name (RFC 7239 §5.5), each written well-formed.
+ */
+const clientChosen = fc.uniqueArray(
+  fc.oneof(
+    headerText.map((text) => `host=${written(text)}`),
+    headerText.map((text) => `proto=${written(text)}`),
+    headerText.map((text) => `by=${written(text)}`),
+    fc.tuple(fc.stringMatching(/^[a-eg-z][a-z0-9-]{0,10}$/), headerText).map(([name, text]) => `${name}=${written(text)}`),
+  ),
+  { selector: (pair) => pair.slice(0, pair.indexOf('=')).toLowerCase(), maxLength: 4 },
+);
+
+/** An element whose `for` a proxy wrote, beside parameters whose values the client chose. */
+const elementWithClientValues: fc.Arbitrary<Entry> = fc
+  .tuple(forNode, clientChosen, fc.nat(4))
   .map(([{ node, address }, others, at]) => ({ text: [...others.slice(0, at), `for=${node}`, ...others.slice(at)].join(';'), address }));
 
 /** An X-Forwarded-For entry as a proxy writes it. */
@@ -99,6 +125,21 @@ describe.each(HEADERS)('%s', (header, entry, attacks) => {
       const handler = withRateLimit({ limiter, trustProxies: trusted, forwardedHeader: header, clientAddress: () => '10.0.0.1' }, () => new Response('ok'));
       await handler(new Request('http://api.test/', { headers }));
       expect(keys).toEqual([addressKey(entries[entries.length - trusted]?.address ?? '')]);
+    },
+  );
+});
+
+describe('Forwarded: only the proxy writes what is counted', () => {
+  // Issue 23, item 20: an element whose `host` the client chose is the client's to lengthen; it was
+  // dropped past 1024 characters, and the key fell back to the proxy's own address.
+  test.prop([fc.option(anyText), fc.array(elementWithClientValues, { minLength: 1, maxLength: 3 }), fc.nat(2)])(
+    'an element with a valid for= names the for address, whatever values of any length the other parameters hold',
+    (client, entries, pick) => {
+      const trusted = 1 + (pick % entries.length);
+      const appended = entries.map((e) => e.text).join(', ');
+      const forwarded = client === null ? appended : `${client}, ${appended}`;
+      const expected = entries[entries.length - trusted]?.address;
+      expect(resolveClientAddress('10.0.0.1', { forwarded }, { trustProxies: trusted, forwardedHeader: 'forwarded' })).toBe(expected);
     },
   );
 });

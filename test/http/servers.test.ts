@@ -6,7 +6,7 @@ import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type AsyncRateLimiter
 import type { ForwardedHeader } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
 import { redisPort, uniquePrefix, useIoredis } from '../redis/helpers/clients';
-import { ADAPTERS, CORS_HEADERS, getWithLines, limitFields, start, type Running, type Setup } from './support/servers';
+import { ADAPTERS, CORS_HEADERS, getWithLines, limitFields, NODE_HTTP, start, type Adapter, type Running, type Setup } from './support/servers';
 
 // Every adapter, behind its real framework on loopback, must answer the same requests the same way.
 // The limiter's clock is frozen, so every field value is exact: a token bucket of 3 per minute
@@ -334,5 +334,29 @@ describe.each(ADAPTERS)('%s', (adapter) => {
         ),
       );
     });
+  });
+});
+
+// Issue 23, item 20: a proxy that copies the client's Host into its element (HAProxy `option forwarded
+// host`, nginx `;host=$host`) lets the client choose the element's length. Dropped as too long, the
+// element used to hand the spent client the peer's key (the proxy's own): two more requests, and then
+// the proxy's own requests were refused.
+describe.each<Adapter>([...ADAPTERS, NODE_HTTP])('%s behind a proxy that writes the client\'s host', (adapter) => {
+  let server: Running | undefined;
+  afterEach(async () => {
+    await server?.close();
+    server = undefined;
+  });
+
+  it('a spent client cannot leave its key by sending a long Host', async () => {
+    server = await start(adapter, { limiter: threePerMinute(), ...policy, trustProxies: 1, forwardedHeader: 'forwarded' });
+    const viaProxy = (host: string) => fetch(`${server?.url}/`, { headers: { forwarded: `for=203.0.113.7;host="${host}";proto=https` } });
+    for (let i = 0; i < 3; i++) expect((await viaProxy('api.example')).status).toBe(200);
+    const statuses: number[] = [];
+    for (const length of [1100, 4000, 12_000]) statuses.push((await viaProxy(`${'a'.repeat(length)}.example`)).status);
+    expect(statuses).toEqual([429, 429, 429]);
+    const proxyItself = await fetch(`${server.url}/`);
+    expect(proxyItself.status).toBe(200);
+    expect(limitFields(proxyItself).ratelimit).toBe('"api";r=2;t=20');
   });
 });

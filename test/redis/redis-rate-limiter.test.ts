@@ -50,6 +50,9 @@ describe.skipIf(!redisPort)('RedisRateLimiter', () => {
     test('onError not a function', fails({ onError: 'log' }, TypeError, 'ratekeeper: `onError` must be a function, got "log"'));
     test('batch not a boolean', fails({ batch: 'yes' }, TypeError, 'ratekeeper: `batch` must be true or false, got "yes"'));
     test('refusalCache bound not an integer', fails({ refusalCache: { maxKeys: 0.5 } }, RangeError, 'ratekeeper: `refusalCache.maxKeys` must be a safe integer of at least 1, got 0.5'));
+    test('refusalCache time bound zero', fails({ refusalCache: { maxMs: 0 } }, RangeError, 'ratekeeper: `refusalCache.maxMs` must be a safe integer of at least 1, got 0'));
+    test('refusalCache time bound not a number', fails({ refusalCache: { maxKeys: 5, maxMs: '1s' } }, TypeError, 'ratekeeper: `refusalCache.maxMs` must be a number, got "1s"'));
+    test('refusalCache a list', fails({ refusalCache: [] }, TypeError, 'ratekeeper: `refusalCache` must be true, false or { maxKeys?, maxMs? }, got an array'));
 
     test('permits out of range, not an integer, or not a number; key not a string: the promise rejects', async () => {
       const client = countingClient(redis);

@@ -1,8 +1,9 @@
 // src/redis/refusal-cache.ts, through RedisRateLimiter with refusalCache on.
+import type { Redis } from 'ioredis';
 import { describe, expect, test } from 'vitest';
 import { ManualClock, Rule } from '../../src/index';
 import { RedisRateLimiter, type RedisRateLimiterOptions } from '../../src/redis';
-import { useIoredis, redisPort, uniquePrefix } from './helpers/clients';
+import { useBothClients, useIoredis, redisPort, uniquePrefix } from './helpers/clients';
 import { countingClient } from './helpers/counting-client';
 
 describe.skipIf(!redisPort)('the refusal cache answers a refused key locally until its refusal ends', () => {
@@ -19,7 +20,7 @@ describe.skipIf(!redisPort)('the refusal cache answers a refused key locally unt
   }
 
   test('until T no round trip, with the same retryAfterMs Redis would give; at T Redis decides again', async () => {
-    const { clock, sent, cached, uncached } = setup(true);
+    const { clock, sent, cached, uncached } = setup({ maxMs: 10_000 });
     await cached.tryAcquire('k', 2);
     expect(await cached.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 5_000 });
     const trips = sent.length;
@@ -76,7 +77,7 @@ describe.skipIf(!redisPort)('the refusal cache answers a refused key locally unt
   });
 
   test('when Redis loses the key (FLUSHALL, DEL, a restart without persistence) the local refusal still lasts until T, never longer', async () => {
-    const { clock, sent, cached, uncached, prefix } = setup(true);
+    const { clock, sent, cached, uncached, prefix } = setup({ maxMs: 10_000 });
     await cached.tryAcquire('k', 2);
     expect(await cached.tryAcquire('k')).toMatchObject({ allowed: false, retryAfterMs: 5_000 });
     const trips = sent.length;
@@ -89,5 +90,60 @@ describe.skipIf(!redisPort)('the refusal cache answers a refused key locally unt
     expect(sent).toHaveLength(trips);
     clock.advance(1);
     expect(await cached.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 0 });
+  });
+});
+
+// Issue 23, item 18: server B blocks alice for a day, A caches the refusal, B resets alice: B allows,
+// and A refused for the whole day. A cached refusal now outlives a change made elsewhere by at most
+// `maxMs` (1000 by default), counted on the limiter's clock from when the refused call left.
+describe.skipIf(!redisPort)('a change made on another server ends a cached refusal within maxMs', () => {
+  const clients = useBothClients();
+  const DAY = 86_400_000;
+
+  /** Server A (ioredis, refusal cache on, its round trips counted) and server B (node-redis), sharing keys. */
+  function servers(refusalCache: NonNullable<RedisRateLimiterOptions['refusalCache']>) {
+    const clock = new ManualClock(1_000_000);
+    const options = { algorithm: 'token-bucket', rule: new Rule(2, 10_000), onStoreError: 'deny', clock, prefix: uniquePrefix('elsewhere') } as const;
+    const client = countingClient(clients.ioredis as Redis);
+    const a = new RedisRateLimiter({ ...options, client, refusalCache });
+    const b = new RedisRateLimiter({ ...options, client: clients['node-redis'] });
+    return { clock, sent: client.sent, a, b };
+  }
+
+  test('a block lifted by a reset elsewhere: A allows once 1000 ms have passed, not after a day', async () => {
+    const { clock, sent, a, b } = servers(true);
+    await b.block('alice', DAY);
+    expect(await a.tryAcquire('alice')).toMatchObject({ allowed: false, retryAfterMs: DAY });
+    await b.reset('alice');
+    expect(await b.peek('alice', 0)).toMatchObject({ allowed: true, remaining: 2 });
+    clock.advance(999);
+    const trips = sent.length;
+    expect(await a.tryAcquire('alice')).toMatchObject({ allowed: false, retryAfterMs: DAY - 999 });
+    expect(sent).toHaveLength(trips);
+    clock.advance(1);
+    expect(await a.tryAcquire('alice')).toMatchObject({ allowed: true, remaining: 1 });
+  });
+
+  test('a refund elsewhere: A allows once maxMs has passed', async () => {
+    const { clock, a, b } = servers({ maxMs: 250 });
+    const reservation = await b.reserve('bob', 2);
+    expect(reservation.decision.allowed).toBe(true);
+    expect(await a.tryAcquire('bob')).toMatchObject({ allowed: false, retryAfterMs: 5_000 });
+    await reservation.cancel();
+    clock.advance(249);
+    expect(await a.tryAcquire('bob')).toMatchObject({ allowed: false, retryAfterMs: 4_751 });
+    clock.advance(1);
+    expect(await a.tryAcquire('bob')).toMatchObject({ allowed: true, remaining: 1 });
+  });
+
+  test('a clock read behind the refused call asks Redis again', async () => {
+    const { clock, sent, a, b } = servers(true);
+    await b.block('carol', DAY);
+    await a.tryAcquire('carol');
+    await b.reset('carol');
+    clock.set(1_000_000 - 1);
+    const trips = sent.length;
+    expect(await a.tryAcquire('carol')).toMatchObject({ allowed: true });
+    expect(sent).toHaveLength(trips + 1);
   });
 });

@@ -210,7 +210,7 @@ describe('RedisRateLimiter: options and calls under bad values; a refused call s
     ['clock', '`clock`', (v) => v === undefined],
     ['timeoutMs', '`timeoutMs`', optional((v) => v === Infinity || isIntegerIn(1, 2 ** 31 - 1)(v))],
     ['onError', '`onError`', (v) => v === undefined],
-    ['refusalCache', '`refusalCache', optional((v) => typeof v === 'boolean')],
+    ['refusalCache', '`refusalCache', optional((v) => typeof v === 'boolean' || (isObject(v) && !Array.isArray(v)))],
     ['batch', '`batch`', optional((v) => typeof v === 'boolean')],
   ])('option %s', async (option, field, accepts) => {
     for (const value of VALUES) {

@@ -92,6 +92,24 @@ describe.each(algorithms)('shared $name', ({ name, make }) => {
     },
   );
 
+  test.prop([traceArb], { numRuns: 100 })(
+    'peek(k, n) deep-equals tryAcquire(k, n) in every state, a full table included (two handles, six keys, two slots)',
+    ({ scenario, keys }) => {
+      const clock = new ManualClock(scenario.start);
+      const first = new SharedKeyedRateLimiter({ algorithm, rule: scenario.rule, maxKeys: 2, clock });
+      const handles = [first, SharedKeyedRateLimiter.attach(first.buffer, { clock })];
+      let now = scenario.start;
+      scenario.steps.forEach(({ dt, permits }, i) => {
+        now += dt;
+        clock.set(now);
+        const handle = handles[i % 2] as SharedKeyedRateLimiter;
+        const key = `user-${keys[i]}`;
+        const peeked = handle.peek(key, permits);
+        expect(handle.tryAcquire(key, permits), `step ${i}, ${key} at ${now}`).toEqual(peeked);
+      });
+    },
+  );
+
   test.prop([scenarioArb, fc.integer({ min: 1, max: 1_000_000 })], { numRuns: 100 })(
     'peek answers exactly as tryAcquire would, and spends nothing',
     (scenario, size) => {

@@ -64,6 +64,38 @@ describe('SharedKeyedRateLimiter', () => {
     expect(SharedKeyedRateLimiter.attach(limiter.buffer, { algorithm: 'fixed-window', rule: Rule.perMinute(60) }).tryAcquire('k').remaining).toBe(59);
   });
 
+  it("attach of a buffer too small, or not a whole number of words, throws the coded TypeError, not V8's RangeError", () => {
+    for (const bytes of [0, 120, 130, 135]) {
+      expect(codeOf(() => SharedKeyedRateLimiter.attach(new SharedArrayBuffer(bytes)))).toEqual([
+        'TypeError',
+        'ERR_RATEKEEPER_INVALID_ARGUMENT',
+        `ratekeeper: \`buffer\` must be the .buffer of a SharedKeyedRateLimiter, got a SharedArrayBuffer of ${bytes} bytes`,
+      ]);
+    }
+    const made = make();
+    const longer = new SharedArrayBuffer(made.buffer.byteLength + 4);
+    new Uint8Array(longer).set(new Uint8Array(made.buffer));
+    expect((codeOf(() => SharedKeyedRateLimiter.attach(longer)) as unknown[]).slice(0, 2)).toEqual(['TypeError', 'ERR_RATEKEEPER_INVALID_ARGUMENT']);
+  });
+
+  it('a key with a lone surrogate is refused with the TypeError KeyedRateLimiter throws; well-formed keys stay apart', async () => {
+    const limiter = make();
+    const twin = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(4)) });
+    for (const key of ['alice\uD800', 'alice\uDBFF', '\uDC00x']) {
+      expect(codeOf(() => limiter.tryAcquire(key))).toEqual(codeOf(() => twin.tryAcquire(key)));
+      expect(codeOf(() => limiter.peek(key))).toEqual(codeOf(() => twin.peek(key)));
+      await expect(limiter.acquire(key)).rejects.toMatchObject({ name: 'TypeError', code: 'ERR_RATEKEEPER_INVALID_ARGUMENT' });
+    }
+    expect(codeOf(() => limiter.tryAcquire('alice\uD800'))).toEqual([
+      'TypeError',
+      'ERR_RATEKEEPER_INVALID_ARGUMENT',
+      'ratekeeper: `key` must be well-formed UTF-16 (no lone surrogate), got "alice\\ud800"',
+    ]);
+    expect(limiter.size).toBe(0);
+    expect(limiter.tryAcquire('alice\uFFFD', 4).remaining).toBe(0);
+    expect(limiter.tryAcquire('alice\uD83D\uDE00').remaining).toBe(3); // a surrogate pair is a character
+  });
+
   it('refuses at construction a rule its word cannot count exactly for ten years, saying what fits', () => {
     expect(codeOf(() => make({ algorithm: 'sliding-window-counter', rule: Rule.perSecond(1_000_000) }))).toEqual([
       'RangeError',
@@ -86,7 +118,7 @@ describe('SharedKeyedRateLimiter', () => {
   });
 
   it('checks its options and arguments', () => {
-    expect(codeOf(() => make({ maxKeys: 0 }))).toEqual(['RangeError', 'ERR_RATEKEEPER_OUT_OF_RANGE', 'ratekeeper: `maxKeys` must be an integer from 1 to 67108864, got 0']);
+    expect(codeOf(() => make({ maxKeys: 0 }))).toEqual(['RangeError', 'ERR_RATEKEEPER_OUT_OF_RANGE', 'ratekeeper: `maxKeys` must be an integer from 1 to 53687091, got 0']);
     expect((codeOf(() => make({ algorithm: 'leaky' as 'leaky-bucket' })) as unknown[]).slice(0, 2)).toEqual(['TypeError', 'ERR_RATEKEEPER_INVALID_ARGUMENT']);
     expect((codeOf(() => make({ rule: { limit: 3 } as Rule })) as unknown[]).slice(0, 2)).toEqual(['TypeError', 'ERR_RATEKEEPER_INVALID_ARGUMENT']);
     // A rule from another copy of ratekeeper is read by its fields.

@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { request, type Server } from 'node:http';
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { serve } from '@hono/node-server';
 import express from 'express';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
@@ -17,7 +17,9 @@ import {
 
 /** The adapters under test, each behind a real server on loopback. */
 export const ADAPTERS = ['express', 'fastify', 'hono', 'fetch'] as const;
-export type Adapter = (typeof ADAPTERS)[number];
+/** `nodeRateLimit` on a bare `node:http` server: GET / and GET /fail only, for the tests that name it. */
+export const NODE_HTTP = 'node:http';
+export type Adapter = (typeof ADAPTERS)[number] | typeof NODE_HTTP;
 
 type Header = (name: string) => string | undefined;
 
@@ -42,13 +44,23 @@ export interface Running {
 
 const refusalText = (decision: Decision) => `retry in ${decision.retryAfterMs} ms`;
 
+/** Routes whose handler throws: an `Error` at /throw, and at /throw/<kind> something that is no `Error`. */
+export const THROWING = {
+  '/throw': () => new Error('boom'),
+  '/throw/string': () => 'boom',
+  '/throw/object': () => ({ reason: 'boom' }),
+  '/throw/response': () => new Response('no', { status: 418 }),
+} as const;
+export type ThrowingPath = keyof typeof THROWING;
+const throwingPaths = Object.keys(THROWING) as ThrowingPath[];
+
 /** What the app's CORS handler answers to OPTIONS /: 204 with these headers. */
 export const CORS_HEADERS = { 'access-control-allow-origin': '*', 'access-control-allow-methods': 'GET, POST' } as const;
 
 /**
  * Starts `adapter` with GET / ("ok"), GET /health ("up"), GET /fail (401 "no"), GET /decision (the
- * decision the handler was handed, as JSON) and OPTIONS / (204 with `CORS_HEADERS`, standing for a
- * CORS handler after the limiter); errors answer 500 with their message. Node-based servers
+ * decision the handler was handed, as JSON), the `THROWING` routes, and OPTIONS / (204 with
+ * `CORS_HEADERS`, standing for a CORS handler after the limiter); errors answer 500 with their message. Node-based servers
  * (express, fastify) also have GET /hang (never answers) and GET /stream (sends its status and a
  * first chunk, then never ends), for clients that leave mid-response.
  */
@@ -77,12 +89,42 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
     app.options('/', (_req, res) => void res.status(204).set(CORS_HEADERS).end());
     app.get('/fail', (_req, res) => void res.status(401).send('no'));
     app.get('/decision', (req, res) => void res.json(req.rateLimit));
+    for (const path of throwingPaths) {
+      app.get(path, () => {
+        throw THROWING[path]();
+      });
+    }
     app.get('/hang', () => {});
     app.get('/stream', (_req, res) => void res.write('first'));
     app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
       res.status(500).send(error.message);
     });
     return listenNode(app.listen(0, '127.0.0.1'));
+  },
+
+  async 'node:http'(setup) {
+    const { key, cost, skip, settle, onSettleError, customRefusal, ...common } = setup;
+    const header = (req: IncomingMessage): Header => (name) => {
+      const value = req.headers[name];
+      return Array.isArray(value) ? value.join(', ') : value;
+    };
+    const limit = nodeRateLimit<IncomingMessage, ServerResponse>({
+      ...common,
+      ...(key && { key: (req) => key(header(req)) }),
+      ...(cost && { cost: (req) => cost(header(req)) }),
+      ...(skip && { skip: (req) => skip(req.url ?? '/') }),
+      ...(settle && { settle: (status, req) => settle(status, header(req)) }),
+      ...(onSettleError && { onSettleError }),
+      ...(customRefusal && { onRejected: (_req, res, decision) => void res.writeHead(503).end(refusalText(decision)) }),
+    });
+    const server = createServer((req, res) =>
+      limit(req, res, (error) => {
+        if (error !== undefined) res.writeHead(500).end((error as Error).message);
+        else if (req.url === '/fail') res.writeHead(401).end('no');
+        else res.end('ok');
+      }),
+    );
+    return listenNode(server.listen(0, '127.0.0.1'));
   },
 
   async fastify(setup) {
@@ -111,6 +153,11 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
     app.options('/', async (_req, reply) => reply.code(204).headers(CORS_HEADERS).send());
     app.get('/fail', async (_req, reply) => reply.code(401).send('no'));
     app.get('/decision', async (req) => (req as FastifyRequest & { rateLimit?: Decision }).rateLimit);
+    for (const path of throwingPaths) {
+      app.get(path, async () => {
+        throw THROWING[path]();
+      });
+    }
     app.get('/hang', (_req, reply) => reply.hijack());
     app.get('/stream', (_req, reply) => {
       reply.hijack();
@@ -142,6 +189,11 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
     app.options('/', (c) => c.body(null, 204, CORS_HEADERS));
     app.get('/fail', (c) => c.text('no', 401));
     app.get('/decision', (c) => c.json(c.get('rateLimit')));
+    for (const path of throwingPaths) {
+      app.get(path, () => {
+        throw THROWING[path]();
+      });
+    }
     app.onError((error, c) => c.text(error.message, 500));
     return listenNode(serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server);
   },
@@ -164,6 +216,7 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
         const path = new URL(request.url).pathname;
         if (path === '/fail') return new Response('no', { status: 401 });
         if (path === '/decision') return Response.json(rateLimitOf(request));
+        if (path in THROWING) throw THROWING[path as ThrowingPath]();
         return new Response(path === '/health' ? 'up' : 'ok');
       },
     );
@@ -172,7 +225,7 @@ const LAUNCHERS: Record<Adapter, (setup: Setup) => Promise<Running>> = {
       try {
         return await (handler as (request: Request, env: unknown) => Promise<Response>)(request, env);
       } catch (error) {
-        return new Response((error as Error).message, { status: 500 });
+        return new Response(String((error as Partial<Error> | undefined)?.message), { status: 500 });
       }
     };
     return listenNode(serve({ fetch, port: 0, hostname: '127.0.0.1' }) as Server);
