@@ -94,7 +94,8 @@ describe('the packed tarball in a consumer project', () => {
   });
 
   it('covers TypeScript 5.4, 5.9 and 6', () => {
-    expect([versionOf('typescript-5.4'), versionOf('typescript'), versionOf('typescript-6')].map((v) => v.split('.').slice(0, 2).join('.'))).toEqual(['5.4', '5.9', '6.0']);
+    expect([versionOf('typescript-5.4'), versionOf('typescript')].map((v) => v.split('.').slice(0, 2).join('.'))).toEqual(['5.4', '5.9']);
+    expect(versionOf('typescript-6').split('.')[0]).toBe('6');
   });
 
   it.concurrent.each(variants.map(({ typescript, resolution }, i) => [versionOf(typescript), resolution, i] as const))(
