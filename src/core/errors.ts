@@ -13,11 +13,12 @@
  *   something that is not an `Error` (kept as its `cause`).
  * - `ERR_RATEKEEPER_RATE_LIMITED`: a `RateLimitedError`, from a paced call that would wait too long
  *   (and the `cause` of a call `trpcRateLimit` refuses).
- * - `ERR_RATEKEEPER_STORE_TIMEOUT`: a `RedisTimeoutError`, handed to `onError` when Redis was too slow.
+ * - `ERR_RATEKEEPER_STORE_TIMEOUT`: a `RedisTimeoutError` or `PostgresTimeoutError`, handed to `onError`
+ *   when the store did not answer within `timeoutMs`.
  * - `ERR_RATEKEEPER_CLOSED`: a `ClosedError`: the limiter was closed, or its store's client was,
  *   while the call waited (or before it began).
- * - `ERR_RATEKEEPER_STORE_REPLY`: an `Error` handed to `onError` when Redis answered something no
- *   ratekeeper script returns (a wrongly wired adapter).
+ * - `ERR_RATEKEEPER_STORE_REPLY`: an `Error` handed to `onError` when Redis or PostgreSQL answered
+ *   something no ratekeeper script or function returns (a wrongly wired adapter).
  * - `ERR_RATEKEEPER_NO_CLIENT_ADDRESS`: an `Error` from HTTP middleware that cannot tell who sent a
  *   request (no peer address, no `key`).
  *

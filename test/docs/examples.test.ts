@@ -111,7 +111,8 @@ describe('documentation examples', () => {
   it.concurrent.each(runnable.map((example) => [`${example.source}:${example.line}`, example] as const))(
     '%s prints the output shown after it',
     async (_, example) => {
-      const file = resolve(out, `run-${fileNameOf(example)}`);
+      // An ES module, as in the README's package (`"type": "module"`): top-level `await` works.
+      const file = resolve(out, `run-${fileNameOf(example).replace(/\.ts$/, '.mts')}`);
       // Run as a user would, except that the package specifiers point at the sources.
       const code = example.code.replace(/from '(ratekeeper(?:\/redis|\/postgres|\/http|\/shared)?)'/g, (_, specifier: string) => {
         const entry = { ratekeeper: 'index', 'ratekeeper/redis': 'redis', 'ratekeeper/postgres': 'postgres', 'ratekeeper/http': 'http', 'ratekeeper/shared': 'shared' }[specifier];
