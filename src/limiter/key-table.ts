@@ -99,27 +99,38 @@ export class KeyTable {
   }
 
   /**
-   * Stores a new key's state, granted at `now` with `resetAfterMs` until it is as new, after
-   * reclaiming a few idle keys; false when the table is full and no key in it is idle.
+   * Makes room for a new key: true when the table has room, after reclaiming a few idle keys (once
+   * full, the idle key that went idle first); false when it is full and no key in it is idle.
    */
-  add(key: string, state: RateLimitAlgorithm, now: number, resetAfterMs: number): boolean {
+  room(now: number): boolean {
     // While the heap is kept, it reclaims: a sweep would leave entries behind for keys it removed.
     if (this.#idle === undefined) this.#sweep(now, SWEEP_PER_NEW_KEY);
-    if (this.size >= this.#maxKeys) this.#reclaimOne(now);
-    if (this.size >= this.#maxKeys) return false;
+    return this.size < this.#maxKeys || this.#idleKey(now, true);
+  }
+
+  /**
+   * Whether `room` would find room now, changing nothing any decision depends on: `peek` answers
+   * what `tryAcquire` would, so a new key that `tryAcquire` would refuse is refused by `peek` too.
+   */
+  hasRoom(now: number): boolean {
+    return this.size < this.#maxKeys || this.#idleKey(now, false);
+  }
+
+  /** Stores a new key's state, granted at `now` with `resetAfterMs` until it is as new; after `room`. */
+  store(key: string, state: RateLimitAlgorithm, now: number, resetAfterMs: number): void {
     this.#current.set(key, state);
     // A custom algorithm's reset is taken as it comes, but never as earlier than now, nor NaN.
     const at = now + resetAfterMs;
     this.#remember(at > now ? at : now, key, state, true);
-    return true;
   }
 
   /**
-   * Removes one idle key, if any is resident, taking keys in the order they could go idle. Each
-   * entry that comes up too early (its key was used since) is pushed again at the key's true idle
-   * time, so it comes up again only after another grant: the work is a few heap steps per grant.
+   * Finds an idle key, if any is resident, taking keys in the order they could go idle, and removes
+   * it when `remove` is set (else leaves its entry first in line). Each entry that comes up too early
+   * (its key was used since) is pushed again at the key's true idle time, so it comes up again only
+   * after another grant: the work is a few heap steps per grant.
    */
-  #reclaimOne(now: number): void {
+  #idleKey(now: number, remove: boolean): boolean {
     const idle = (this.#idle ??= this.#idleHeap(now));
     for (;;) {
       if (!idle.hasDue(now)) {
@@ -127,16 +138,17 @@ export class KeyTable {
         // than the state it is carried to (a shorter window): carry such keys over, each remembered
         // from the switch on and so looked at next, until one is idle or none is left.
         const old = this.#previous.size === 0 ? undefined : this.#previous.nextEntry();
-        if (old === undefined) return;
+        if (old === undefined) return false;
         this.#carry(...old);
         continue;
       }
       const { key, state } = idle.pop();
       // Most entries that come up are of idle keys: judged first, each costs one lookup of its key.
       if (this.#forgettable(key, state, now)) {
-        if (this.#current.deleteIf(key, state)) {
-          this.#removed(key);
-          return;
+        if (this.#current.get(key) === state) {
+          if (!remove) idle.push(now, key, state);
+          else if (this.#current.deleteIf(key, state)) this.#removed(key);
+          return true;
         }
       } else if (this.#current.get(key) === state) {
         idle.push(this.#idleAt(state, now), key, state);
@@ -144,8 +156,9 @@ export class KeyTable {
       }
       if (this.#previous.size > 0 && this.#previous.get(key) === state) {
         if (this.#forgettable(key, state, this.#switchedAt)) {
-          this.#previous.delete(key);
-          return;
+          if (remove) this.#previous.delete(key);
+          else idle.push(this.#switchedAt, key, state);
+          return true;
         }
         this.#carry(key, state); // remembered again under its new state, from the switch on
       }
@@ -316,9 +329,11 @@ export function checkFactory(algorithm: unknown): void {
 /**
  * Refuses a new key because every resident key is active. The retry hint is how long a key
  * emptied now stays active: an upper bound on when a resident key that goes quiet frees its slot.
+ * `fresh` is the key's state, not stored, which has spent `spent` permits at `now` (its `decision`
+ * told the limit); it is spent down to empty here.
  */
-export function tableFull(fresh: RateLimitAlgorithm, granted: Decision, permits: number, now: number): Decision {
-  const { limit } = granted;
-  const emptied = permits < limit ? fresh.tryAcquire(now, limit - permits) : granted;
+export function tableFull(fresh: RateLimitAlgorithm, decision: Decision, spent: number, now: number): Decision {
+  const { limit } = decision;
+  const emptied = spent < limit ? fresh.tryAcquire(now, limit - spent) : decision;
   return keyTableFull(limit, emptied.resetAfterMs);
 }

@@ -1,7 +1,7 @@
 import { checkCharge, type Receipt } from '../algorithms/accounting';
 import type { AccountingAlgorithm, PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
 import { type Clock, systemClock } from '../core/clock';
-import { type Decision, degrade, type Rejected, reject } from '../core/decision';
+import { type Decision, type Rejected, reject } from '../core/decision';
 import { typeError } from '../core/errors';
 import { Closable } from '../core/symbols';
 import { checkPermits, checkReading, checkString, describe, finiteNumber, integerIn } from '../core/validate';
@@ -128,8 +128,8 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
   }
 
   /**
-   * What `tryAcquire(key, permits)` would answer now (a block included), spending nothing and
-   * storing no key. `permits` 0 answers the state now, for a dashboard: `remaining` is the whole
+   * What `tryAcquire(key, permits)` would answer now (a block included, and the `'key-table-full'`
+   * refusal of a new key a full table could not store), spending nothing and storing no key. `permits` 0 answers the state now, for a dashboard: `remaining` is the whole
    * permits available now, `resetAfterMs` the time until the key is as new, and `allowed` is false
    * only while the key is blocked.
    * @throws as `tryAcquire` does; TypeError when the key's algorithm has no `peek`.
@@ -175,7 +175,8 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * beyond that the key goes into debt, at most one full limit deep (the rest is forgiven), and is
    * refused until the debt is repaid, with exact `retryAfterMs`. Returns the key's state after, as
    * `peek(key, 0)` would without a block. A new key that finds the table full of active keys is
-   * not stored: the charge is lost and the answer says `degraded: 'key-table-full'`.
+   * not stored: the charge is lost, and the answer is the `'key-table-full'` refusal (`allowed`
+   * false, `remaining` 0), never a grant-shaped answer for a count that was not kept.
    * @throws TypeError for a non-string key or an algorithm without `charge`; RangeError when
    * `permits` is not a positive safe integer.
    *
@@ -193,8 +194,11 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     const state = this.#stateOf(key);
     if (state !== undefined) return capable(state, 'charge').charge(now, permits);
     const fresh = capable(this.#fresh(key), 'charge');
+    // Room first: a charge that could not be kept must not answer as if it had been.
+    if (!this.#table.room(now)) return tableFull(fresh, fresh.peek(now, 0), 0, now);
     const decision = fresh.charge(now, permits);
-    return this.#table.add(key, fresh, now, decision.resetAfterMs) ? decision : degrade(decision, 'key-table-full');
+    this.#table.store(key, fresh, now, decision.resetAfterMs);
+    return decision;
   }
 
   /**
@@ -252,7 +256,10 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     const accounts = capable(state, 'reserve');
     const { decision, receipt } = accounts.reserve(now, permits);
     if (receipt === undefined) return new KeyReservation(decision, undefined);
-    if (!stored && !this.#table.add(key, state, now, decision.resetAfterMs)) return new KeyReservation(tableFull(state, decision, permits, now), undefined);
+    if (!stored) {
+      if (!this.#table.room(now)) return new KeyReservation(tableFull(state, decision, permits, now), undefined);
+      this.#table.store(key, state, now, decision.resetAfterMs);
+    }
     return new KeyReservation(decision, { ledger: this.#ledger, key, permits, state: accounts, receipt });
   }
 
@@ -350,11 +357,19 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     }
   }
 
-  /** `peek` for any key: not resident (nothing is stored), from before a reconfiguration, blocked. */
+  /**
+   * `peek` for any key: not resident (nothing is stored), from before a reconfiguration, blocked. A
+   * new key answers what `tryAcquire` would: refused as `'key-table-full'` when it could not be stored.
+   */
   #peekAny(key: string, permits: number, now: number): Decision {
-    const state = this.#stateOf(key) ?? this.#fresh(key);
+    const resident = this.#stateOf(key);
+    const state = resident ?? this.#fresh(key);
     const decision = capable(state, 'peek').peek(now, permits);
-    return this.#mayBlock ? (this.#blocked(key, now, decision) ?? decision) : decision;
+    const blocked = this.#mayBlock ? this.#blocked(key, now, decision) : undefined;
+    if (blocked !== undefined) return blocked;
+    // The fresh state is not stored: tableFull may spend from it.
+    if (resident === undefined && decision.allowed && !this.#table.hasRoom(now)) return tableFull(state, decision, 0, now);
+    return decision;
   }
 
   /** A resident key's state (carried over to the current rule if it was from before a reconfiguration). */
@@ -451,8 +466,10 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     checkState(state);
     // Decide before storing: a bad argument throws here and leaves the table as it was.
     const decision = state.tryAcquire(now, permits);
-    if (!decision.allowed || this.#table.add(key, state, now, decision.resetAfterMs)) return decision;
-    return tableFull(state, decision, permits, now);
+    if (!decision.allowed) return decision;
+    if (!this.#table.room(now)) return tableFull(state, decision, permits, now);
+    this.#table.store(key, state, now, decision.resetAfterMs);
+    return decision;
   }
 }
 

@@ -1,0 +1,117 @@
+import { fc, test } from '@fast-check/vitest';
+import { describe, expect, it } from 'vitest';
+import { KeyedRateLimiter, ManualClock, Rule, SlidingWindowLog, type Decision, type Reservation } from '../../src/index';
+import { algorithms, composites } from '../support/algorithms';
+
+// A table at `maxKeys`: what a new key is answered, by every call that can meet one.
+
+const kinds = [...algorithms, ...composites];
+
+type Op =
+  | { readonly kind: 'check'; readonly key: number; readonly permits: number; readonly dt: number }
+  | { readonly kind: 'charge'; readonly key: number; readonly permits: number }
+  | { readonly kind: 'reserve'; readonly key: number; readonly permits: number }
+  | { readonly kind: 'settle'; readonly which: number; readonly actual: number }
+  | { readonly kind: 'block'; readonly key: number; readonly durationMs: number }
+  | { readonly kind: 'reset'; readonly key: number }
+  | { readonly kind: 'reconfigure'; readonly algorithm: number; readonly limit: number; readonly windowMs: number }
+  | { readonly kind: 'evict' };
+
+const keyArb = fc.integer({ min: 0, max: 6 });
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 10, arbitrary: fc.record({ kind: fc.constant('check' as const), key: keyArb, permits: fc.integer({ min: 0, max: 3 }), dt: fc.integer({ min: -20, max: 300 }) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('charge' as const), key: keyArb, permits: fc.integer({ min: 1, max: 8 }) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('reserve' as const), key: keyArb, permits: fc.integer({ min: 1, max: 3 }) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('settle' as const), which: fc.nat(), actual: fc.integer({ min: 0, max: 5 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('block' as const), key: keyArb, durationMs: fc.integer({ min: 0, max: 500 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('reset' as const), key: keyArb }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('reconfigure' as const), algorithm: fc.integer({ min: 0, max: kinds.length - 1 }), limit: fc.integer({ min: 3, max: 5 }), windowMs: fc.integer({ min: 1, max: 400 }) }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('evict' as const) }) },
+);
+
+describe('a full table', () => {
+  test.prop([fc.integer({ min: 0, max: kinds.length - 1 }), fc.integer({ min: 1, max: 4 }), fc.array(opArb, { maxLength: 120, size: 'max' })], { numRuns: 400 })(
+    'peek(k, n) deep-equals tryAcquire(k, n) in every state, full tables included, and changes no later decision',
+    (first, maxKeys, ops) => {
+      const clock = new ManualClock(1_764_000_000_000);
+      const make = () => new KeyedRateLimiter({ algorithm: () => (kinds[first] as (typeof kinds)[number]).make(new Rule(3, 200)), clock, maxKeys });
+      const limiter = make();
+      const twin = make(); // driven the same way, never peeked
+      const reservations: [Reservation, Reservation][] = [];
+      // A blocked key is never reclaimed, so with blocks, which idle keys happened to be reclaimed
+      // before (a peek reclaims none) decides whether a blocked one holds a slot, and the twin may
+      // part ways with the limiter. Without blocks every decision must agree.
+      const blocks = ops.some((op) => op.kind === 'block');
+      const same = (a: Decision, b: Decision) => blocks || expect(a).toEqual(b);
+      for (const op of ops) {
+        if (op.kind === 'check') {
+          clock.set(clock.now() + op.dt);
+          const key = `k${op.key}`;
+          const size = limiter.size;
+          const peeked = limiter.peek(key, op.permits);
+          expect(limiter.size).toBe(size);
+          if (op.permits === 0) {
+            same(peeked, twin.peek(key, 0)); // the twin reads the clock too: readings may go back
+            // The state now: refused only while blocked, or (as a new key's refusal) when the key could not be stored.
+            if (peeked.degraded === 'key-table-full') expect(peeked).toEqual(limiter.peek(key, 1));
+            if (!peeked.allowed) expect(peeked.remaining).toBe(0);
+            continue;
+          }
+          const decided = limiter.tryAcquire(key, op.permits);
+          expect(peeked).toEqual(decided);
+          same(decided, twin.tryAcquire(key, op.permits));
+        } else if (op.kind === 'charge') {
+          const charged = limiter.charge(`k${op.key}`, op.permits);
+          same(charged, twin.charge(`k${op.key}`, op.permits));
+          if (charged.degraded === 'key-table-full') expect(charged).toMatchObject({ allowed: false, remaining: 0 });
+        } else if (op.kind === 'reserve') {
+          const pair: [Reservation, Reservation] = [limiter.reserve(`k${op.key}`, op.permits), twin.reserve(`k${op.key}`, op.permits)];
+          same(pair[0].decision, pair[1].decision);
+          reservations.push(pair);
+        } else if (op.kind === 'settle') {
+          const pair = reservations.splice(op.which % Math.max(1, reservations.length), 1)[0];
+          if (pair !== undefined) same(pair[0].settle(op.actual), pair[1].settle(op.actual));
+        } else if (op.kind === 'block') {
+          limiter.block(`k${op.key}`, op.durationMs);
+          twin.block(`k${op.key}`, op.durationMs);
+        } else if (op.kind === 'reset') {
+          limiter.reset(`k${op.key}`);
+          twin.reset(`k${op.key}`);
+        } else if (op.kind === 'reconfigure') {
+          const algorithm = () => (kinds[op.algorithm] as (typeof kinds)[number]).make(new Rule(op.limit, op.windowMs));
+          limiter.reconfigure(algorithm);
+          twin.reconfigure(algorithm);
+        } else {
+          // Which idle keys are still resident may differ (a peek reclaims none): only decisions must agree.
+          limiter.evictIdle();
+          twin.evictIdle();
+        }
+      }
+    },
+  );
+
+  it('refuses a new key to peek, charge and reserve alike, so the login recipe cannot let failures through', () => {
+    const clock = new ManualClock();
+    const failures = new KeyedRateLimiter({ algorithm: () => new SlidingWindowLog(new Rule(3, 60_000)), clock, maxKeys: 2 });
+    failures.charge('a', 1);
+    failures.charge('b', 1);
+    const refusal: Decision = { allowed: false, limit: 3, remaining: 0, retryAfterMs: 60_000, resetAfterMs: 0, degraded: 'key-table-full' };
+    expect(failures.tryAcquire('victim')).toEqual(refusal);
+    expect(failures.peek('victim')).toEqual(refusal);
+    expect(failures.peek('victim', 0)).toEqual(refusal);
+    expect(failures.charge('victim', 1)).toEqual(refusal);
+    expect(failures.reserve('victim').decision).toEqual(refusal);
+    expect(failures.size).toBe(2);
+    // The recipe: a password is checked only while peek allows, and each failure is charged.
+    let evaluated = 0;
+    for (let attempt = 0; attempt < 100; attempt++) {
+      if (!failures.peek('victim').allowed) continue;
+      evaluated++;
+      failures.charge('victim', 1);
+    }
+    expect(evaluated).toBe(0);
+  });
+});
