@@ -98,7 +98,7 @@ describe('a full table', () => {
     const failures = new KeyedRateLimiter({ algorithm: () => new SlidingWindowLog(new Rule(3, 60_000)), clock, maxKeys: 2 });
     failures.charge('a', 1);
     failures.charge('b', 1);
-    const refusal: Decision = { allowed: false, limit: 3, remaining: 0, retryAfterMs: 60_000, resetAfterMs: 0, degraded: 'key-table-full' };
+    const refusal: Decision = { allowed: false, limit: 3, remaining: 0, retryAfterMs: 60_000, resetAfterMs: 60_000, degraded: 'key-table-full' };
     expect(failures.tryAcquire('victim')).toEqual(refusal);
     expect(failures.peek('victim')).toEqual(refusal);
     expect(failures.peek('victim', 0)).toEqual(refusal);
