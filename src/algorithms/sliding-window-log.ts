@@ -114,6 +114,17 @@ export class SlidingWindowLog extends Printable implements AccountingAlgorithm {
     return this.size === 0 || this.at(this.size - 1, 0) + this.rule.windowMs <= nowMs;
   }
 
+  /**
+   * The whole permits this state counts as used at `nowMs`, debt included (rounded up): what
+   * `reconfigure` carries over. Read by shape in limiter/carry-over.ts, not part of the public type.
+   */
+  private usedAt(nowMs: number): number {
+    checkTime(nowMs);
+    const expired = this.firstAbove(0, this.readAt(nowMs) - this.rule.windowMs, 0);
+    const base = expired > 0 ? this.at(expired - 1, 1) : this.dropped;
+    return this.size > 0 ? this.at(this.size - 1, 1) - base : 0;
+  }
+
   /** A summary for logs and `JSON.stringify`: the algorithm and its rule (never the key's state). */
   override toJSON(): { algorithm: string; rule: Rule } {
     return { algorithm: 'sliding-window-log', rule: this.rule };

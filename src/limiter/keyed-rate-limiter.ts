@@ -296,8 +296,8 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
   /**
    * Switches to a new factory without losing what was spent: each resident key's state is carried
    * over to a fresh state from `algorithm`, as measured now. The permits a key still counts as used
-   * (its old limit minus what it has available) are spent in the new state at this moment, capped
-   * at the new limit; composites carry over part by part, each new part taking what the matching
+   * (its old limit minus what it has available, debt included) are charged to the new state at this
+   * moment, into debt past the new limit, up to its debt bound (twice the limit); composites carry over part by part, each new part taking what the matching
    * old part (same algorithm and limit; with as many parts, else the same algorithm, else the same
    * place) used, or else the most any old part used. Keys are carried over lazily, on first use or as the
    * table is swept, so this call touches no key, except keys an earlier switch has not carried yet:
