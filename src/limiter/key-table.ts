@@ -54,6 +54,12 @@ export class KeyTable {
    * on it (a heap entry per admission kept reclaimed states alive: 2.3x the CPU, most of it GC).
    */
   #idle: IdleHeap | undefined;
+  /**
+   * For the keys remembered again after a change that can make them idle sooner (see `changed`):
+   * the time of the one entry that stands for the key. Its other entries are dropped when they come
+   * up, so however often a key is refunded it keeps at most that entry and the one it had.
+   */
+  #latest = new WeakMap<RateLimitAlgorithm, number>();
   /** The last delay before looking again at a state without `peek` (see `#idleAt`). */
   readonly #delays = new WeakMap<RateLimitAlgorithm, number>();
   /**
@@ -142,16 +148,17 @@ export class KeyTable {
         this.#carry(...old);
         continue;
       }
-      const { key, state } = idle.pop();
+      const { at, key, state } = idle.pop();
       // Most entries that come up are of idle keys: judged first, each costs one lookup of its key.
       if (this.#forgettable(key, state, now)) {
         if (this.#current.get(key) === state) {
-          if (!remove) idle.push(now, key, state);
+          if (!remove) this.#look(now, key, state);
           else if (this.#current.deleteIf(key, state)) this.#removed(key);
           return true;
         }
       } else if (this.#current.get(key) === state) {
-        idle.push(this.#idleAt(state, now), key, state);
+        const latest = this.#latest.get(state);
+        if (latest === undefined || latest === at) this.#look(this.#idleAt(state, now), key, state);
         continue;
       }
       if (this.#previous.size > 0 && this.#previous.get(key) === state) {
@@ -169,6 +176,7 @@ export class KeyTable {
   /** Every resident key by the earliest time it could be idle: one pass, when the table first fills. */
   #idleHeap(now: number): IdleHeap {
     const idle = new IdleHeap();
+    this.#latest = new WeakMap();
     for (const [key, state] of this.#previous) idle.push(this.#switchedAt, key, state);
     for (const [key, state] of this.#current) idle.push(state.isIdle(now) ? now : this.#idleAt(state, now), key, state);
     return idle;
@@ -196,7 +204,27 @@ export class KeyTable {
     if (idle.size > 2 * this.#maxKeys + 1024) idle.retain((k, st) => this.#current.get(k) === st || this.#previous.get(k) === st);
   }
 
-  /** Switches to a new factory at `now`; keys are carried over lazily (see the class comment). */
+  /**
+   * Remembers a resident key again after a change that may make it idle sooner than its entry
+   * says (a refund; a grant or a charge only moves that moment later), so that a full table finds
+   * it idle when it is, however it became so. An entry already as early stands for it.
+   */
+  changed(key: string, now: number): void {
+    const state = this.#current.get(key);
+    if (this.#idle === undefined || state === undefined) return;
+    const at = state.isIdle(now) ? now : this.#idleAt(state, now);
+    const latest = this.#latest.get(state);
+    if (latest !== undefined && latest <= at) return;
+    this.#latest.set(state, at);
+    this.#remember(at, key, state, false);
+  }
+
+  /** Pushes a resident key's entry again at `at`, the one that stands for it if it was remembered again. */
+  #look(at: number, key: string, state: RateLimitAlgorithm): void {
+    if (this.#latest.has(state)) this.#latest.set(state, at);
+    (this.#idle as IdleHeap).push(at, key, state);
+  }
+
   /** Forgets a key, resident or from before the last reconfiguration: it is as if never seen. */
   delete(key: string): void {
     this.#current.delete(key);
@@ -204,6 +232,7 @@ export class KeyTable {
     this.#removed(key);
   }
 
+  /** Switches to a new factory at `now`; keys are carried over lazily (see the class comment). */
   reconfigure(factory: Factory, now: number): void {
     // Keys still waiting from an earlier switch are carried over to that switch first, at its time.
     for (const [key, old] of this.#previous) this.#carry(key, old);

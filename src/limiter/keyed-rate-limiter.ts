@@ -413,6 +413,7 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     const current = this.#stateOf(key);
     if (current === state && actual < reserved) {
       state.refund(now, receipt, reserved - actual);
+      this.#table.changed(key, now);
       this.#waiting.wake(key);
     }
     const after = current ?? this.#fresh(key);

@@ -1,6 +1,6 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { KeyedRateLimiter, ManualClock, Rule, SlidingWindowLog, type Decision, type Reservation } from '../../src/index';
+import { KeyedRateLimiter, ManualClock, Rule, SlidingWindowLog, TokenBucket, type Decision, type Reservation } from '../../src/index';
 import { algorithms, composites } from '../support/algorithms';
 
 // A table at `maxKeys`: what a new key is answered, by every call that can meet one.
@@ -114,4 +114,48 @@ describe('a full table', () => {
     }
     expect(evaluated).toBe(0);
   });
+
+  it('admits a newcomer in place of a key a refund made idle', () => {
+    const clock = new ManualClock();
+    const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perMinute(10)), clock, maxKeys: 2 });
+    limiter.tryAcquire('a');
+    limiter.tryAcquire('b');
+    expect(limiter.tryAcquire('c').degraded).toBe('key-table-full'); // the table now orders its keys by idle time
+    clock.advance(6000); // a and b are full again
+    limiter.reserve('x', 10).cancel(); // x takes a's place, and is given everything back: idle at once
+    expect(limiter.tryAcquire('y')).toMatchObject({ allowed: true });
+    expect(limiter.tryAcquire('z')).toMatchObject({ allowed: true });
+    expect(limiter.size).toBe(2);
+  });
+
+  const idleOpArb = fc.oneof(
+    { weight: 6, arbitrary: fc.record({ kind: fc.constantFrom('acquire' as const, 'peek' as const, 'charge' as const, 'reserve' as const), key: keyArb, permits: fc.integer({ min: 1, max: 3 }), dt: fc.integer({ min: -20, max: 300 }) }) },
+    { weight: 4, arbitrary: fc.record({ kind: fc.constant('settle' as const), key: fc.constant(0), permits: fc.integer({ min: 0, max: 4 }), dt: fc.integer({ min: 0, max: 100 }) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constantFrom('reset' as const, 'block' as const), key: keyArb, permits: fc.integer({ min: 0, max: 300 }), dt: fc.constant(0) }) },
+  );
+
+  test.prop([fc.integer({ min: 0, max: kinds.length - 1 }), fc.integer({ min: 1, max: 4 }), fc.array(idleOpArb, { maxLength: 150, size: 'max' })], { numRuns: 300 })(
+    'a newcomer is refused as key-table-full only when no resident key is idle, however the keys became idle (refund, settle, reset)',
+    (first, maxKeys, ops) => {
+      const clock = new ManualClock(1_764_000_000_000);
+      const limiter = new KeyedRateLimiter({ algorithm: () => (kinds[first] as (typeof kinds)[number]).make(new Rule(3, 200)), clock, maxKeys });
+      const reservations: Reservation[] = [];
+      for (const { kind, key, permits, dt } of ops) {
+        clock.set(clock.now() + dt);
+        let decision: Decision | undefined;
+        if (kind === 'acquire') decision = limiter.tryAcquire(`k${key}`, permits);
+        else if (kind === 'peek') decision = limiter.peek(`k${key}`, permits);
+        else if (kind === 'charge') decision = limiter.charge(`k${key}`, permits);
+        else if (kind === 'reserve') {
+          const reservation = limiter.reserve(`k${key}`, permits);
+          reservations.push(reservation);
+          decision = reservation.decision;
+        } else if (kind === 'settle') reservations.shift()?.settle(permits);
+        else if (kind === 'reset') limiter.reset(`k${key}`);
+        else limiter.block(`k${key}`, permits);
+        // evictIdle at the same reading removes exactly the idle keys not blocked: none may be left behind a refusal.
+        if (decision?.degraded === 'key-table-full') expect(limiter.evictIdle()).toBe(0);
+      }
+    },
+  );
 });
