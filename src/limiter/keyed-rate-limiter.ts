@@ -290,7 +290,20 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
         return Promise.reject(error);
       }
     }
-    return this.#waiting.acquire(key, permits, options);
+    const waited = this.#waiting.acquire(key, permits, options);
+    // A key waited on is pinned, and a full table stops looking at it: once its line ends, it must look again.
+    if (this.#maxKeys !== Infinity) waited.then(this.#lineMayEnd(key), this.#lineMayEnd(key));
+    return waited;
+  }
+
+  /**
+   * Called as an `acquire` ends: if its key's line ended with it, the key can be reclaimed again. At
+   * the latest reading, not a new one: a clock that throws here would reject a promise no one holds.
+   */
+  #lineMayEnd(key: string): () => void {
+    return () => {
+      if (!this.#waiting.has(key)) this.#table.changed(key, this.#latest);
+    };
   }
 
   /**

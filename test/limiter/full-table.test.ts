@@ -1,6 +1,6 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { KeyedRateLimiter, ManualClock, Rule, SlidingWindowLog, TokenBucket, type Decision, type Reservation } from '../../src/index';
+import { KeyedRateLimiter, ManualClock, ManualScheduler, Rule, SlidingWindowLog, TokenBucket, type AccountingAlgorithm, type Decision, type Reservation } from '../../src/index';
 import { algorithms, composites } from '../support/algorithms';
 
 // A table at `maxKeys`: what a new key is answered, by every call that can meet one.
@@ -158,4 +158,77 @@ describe('a full table', () => {
       }
     },
   );
+
+  it('finds a key idle again once the line that kept it ends, though it stopped looking at it while waited on', async () => {
+    const scheduler = new ManualScheduler();
+    const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)), clock: scheduler, maxKeys: 1 });
+    limiter.tryAcquire('a');
+    limiter.block('a', 10_000);
+    const abort = new AbortController();
+    const waiting = limiter.acquire('a', 1, { signal: abort.signal });
+    scheduler.advance(600); // 'a' is full again, but blocked and waited on
+    expect(limiter.tryAcquire('b').degraded).toBe('key-table-full');
+    abort.abort(new Error('gave up'));
+    await expect(waiting).rejects.toThrow('gave up');
+    scheduler.advance(200);
+    expect(limiter.tryAcquire('c').degraded).toBe('key-table-full'); // still blocked
+    scheduler.advance(9200); // the block has ended
+    expect(limiter.tryAcquire('d')).toMatchObject({ allowed: true });
+  });
+
+  /** A token bucket that counts every call made on it: the work a newcomer makes the table do. */
+  let calls = 0;
+  const spy = (rule: Rule): AccountingAlgorithm => {
+    const inner = new TokenBucket(rule);
+    return new Proxy(inner, {
+      get(target, name) {
+        const value = Reflect.get(target, name) as unknown;
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) => (calls++, (value as (...a: unknown[]) => unknown).apply(target, args));
+      },
+    });
+  };
+
+  const KEYS = 1000;
+  const states: Record<string, (limiter: KeyedRateLimiter, scheduler: ManualScheduler) => Promise<void> | void> = {
+    'blocked and idle': (limiter, scheduler) => {
+      for (let i = 0; i < KEYS; i++) limiter.block(`k${i}`, 3_600_000);
+      scheduler.advance(360_000); // every bucket is full again (a token comes back each 6 minutes); the blocks last an hour
+    },
+    'active for an hour': () => {},
+    'waited on': async (limiter) => {
+      for (let i = 0; i < KEYS; i++) {
+        limiter.tryAcquire(`k${i}`, 9);
+        void limiter.acquire(`k${i}`, 10); // waits an hour for its tenth token
+      }
+      await Promise.resolve();
+    },
+    'refunded, then used again': (limiter) => {
+      for (let i = 0; i < KEYS; i++) {
+        limiter.reserve(`k${i}`, 5).cancel();
+        limiter.tryAcquire(`k${i}`);
+      }
+    },
+  };
+
+  for (const [name, bring] of Object.entries(states)) {
+    it(`a newcomer costs a bounded number of steps whatever the keys' state: ${KEYS} resident keys ${name}`, async () => {
+      const scheduler = new ManualScheduler(1_764_000_000_000);
+      const limiter = new KeyedRateLimiter({ algorithm: (key) => (key.startsWith('k') ? spy(Rule.perHour(10)) : new TokenBucket(Rule.perHour(10))), clock: scheduler, maxKeys: KEYS });
+      for (let i = 0; i < KEYS; i++) limiter.tryAcquire(`k${i}`);
+      expect(limiter.tryAcquire('first').degraded).toBe('key-table-full'); // the table orders its keys (one pass)
+      await bring(limiter, scheduler);
+      expect(limiter.tryAcquire('second').degraded).toBe('key-table-full'); // each key looked at once more at most
+      let most = 0;
+      for (let ms = 0; ms < 200; ms++) {
+        scheduler.advance(1);
+        calls = 0;
+        expect(limiter.tryAcquire(`new${ms}`).degraded).toBe('key-table-full');
+        most = Math.max(most, calls);
+      }
+      // One look at the first key in line at most; one per resident key and ms was 1000 calls a newcomer.
+      expect(most).toBeLessThanOrEqual(3);
+      limiter.close();
+    });
+  }
 });
