@@ -5,7 +5,7 @@ import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
 import { carryOver } from './carry-over';
 import { IdleHeap } from './idle-heap';
-import { ShardedMap } from './sharded-map';
+import { ShardedMap, shardSeed } from './sharded-map';
 
 type Factory = (key: string) => RateLimitAlgorithm;
 
@@ -75,13 +75,15 @@ export class KeyTable {
    */
   #lastKey: string | undefined;
   #lastState: RateLimitAlgorithm | undefined;
+  /** The seed of every map of this table, drawn once: one per limiter (see `shardOf`). */
+  readonly #seed = shardSeed();
 
   constructor(factory: Factory, maxKeys: number, pinned: Pins) {
     this.#factory = factory;
     this.#maxKeys = maxKeys;
     this.#pinned = pinned;
-    this.#current = new ShardedMap(maxKeys);
-    this.#previous = new ShardedMap(maxKeys);
+    this.#current = new ShardedMap(maxKeys, this.#seed);
+    this.#previous = new ShardedMap(maxKeys, this.#seed);
   }
 
   get size(): number {
@@ -259,7 +261,7 @@ export class KeyTable {
     // Keys still waiting from an earlier switch are carried over to that switch first, at its time.
     for (const [key, old] of this.#previous) this.#carry(key, old);
     this.#previous = this.#current;
-    this.#current = new ShardedMap(this.#maxKeys);
+    this.#current = new ShardedMap(this.#maxKeys, this.#seed);
     this.#lastKey = this.#lastState = undefined; // every key left `#current`
     this.#factory = factory;
     this.#switchedAt = now;
