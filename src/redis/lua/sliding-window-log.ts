@@ -178,16 +178,22 @@ function OPERATIONS.charge(key, now, server_now, permits)
   local logged = math.min(permits, bound)
   local kept = math.min(live, bound - logged)
   if kept < live then
-    -- The running total through the last permit forgiven: the grants up to it go, the one holding it keeps what follows.
+    -- The running total through the last permit forgiven: the grants up to it go, the one holding it
+    -- keeps what follows. Read a few at a time from the oldest: the work is the grants forgiven.
     local cut = base + live - kept
-    local members = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'WITHSCORES')
-    for i = 1, #members, 2 do
-      local through, size = grant(members[i])
-      redis.call('ZREM', key, members[i])
-      if through > cut then
-        redis.call('ZADD', key, members[i + 1], string.format('%016d:%d', through, through - cut))
-        if through == total then newest_size = through - cut end
-        break
+    local reached = false
+    while not reached do
+      local members = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', 0, 32)
+      if not members[1] then break end
+      for i = 1, #members, 2 do
+        local through = grant(members[i])
+        redis.call('ZREM', key, members[i])
+        if through > cut then
+          redis.call('ZADD', key, members[i + 1], string.format('%016d:%d', through, through - cut))
+          if through == total then newest_size = through - cut end
+          reached = true
+          break
+        end
       end
     end
     live, base = kept, cut
