@@ -129,9 +129,10 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
 
   /**
    * What `tryAcquire(key, permits)` would answer now (a block included, and the `'key-table-full'`
-   * refusal of a new key a full table could not store), spending nothing and storing no key. `permits` 0 answers the state now, for a dashboard: `remaining` is the whole
-   * permits available now, `resetAfterMs` the time until the key is as new, and `allowed` is false
-   * only while the key is blocked.
+   * refusal of a new key a full table could not store), spending nothing and storing no key.
+   * `permits` 0 answers the state now, for a dashboard: `remaining` is the whole permits available
+   * now, `resetAfterMs` the time until the key is as new, and `allowed` is false only while the key
+   * is blocked, or for a new key the table could not store (that same refusal).
    * @throws as `tryAcquire` does; TypeError when the key's algorithm has no `peek`.
    *
    * @example
