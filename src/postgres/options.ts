@@ -53,7 +53,8 @@ export interface PostgresRateLimiterOptions {
   /**
    * The longest a decision waits for PostgreSQL before the outage policy answers, in ms
    * (`Infinity` for no bound): a stopped server, a pool with no free connection, a row lock held
-   * by a long transaction.
+   * by a long transaction. Each statement also sets `lock_timeout` to it, for its own transaction,
+   * so a decision stuck behind a held row gives up on the server and frees its connection.
    * @default 500
    */
   timeoutMs?: number | undefined;

@@ -1,5 +1,5 @@
 import { inject } from 'vitest';
-import { migrate, type PostgresClientLike, PostgresRateLimiter } from '../../../src/postgres';
+import { migrate, type PgClient, type PostgresClientLike, PostgresRateLimiter } from '../../../src/postgres';
 import { freePort } from '../../redis/helpers/redis-server';
 import type { OpenStore, StoreLimiterOptions } from '../conformance';
 
@@ -47,6 +47,25 @@ export async function openPostgres(name: string, connect: (port: number) => Post
       await Promise.all(opened.map((client) => client.close()));
     },
   };
+}
+
+/**
+ * Resolves once no session runs a statement naming `schema` while waiting for another transaction
+ * (a decision stuck behind a held row gave up, by its lock_timeout), or after `ms`; with how many
+ * still wait.
+ */
+export async function stuckStatements(admin: PgClient, schema: string, ms = 15_000): Promise<number> {
+  const started = performance.now();
+  for (;;) {
+    const { rows } = await admin.query(
+      `SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'
+         AND pid IN (SELECT pid FROM pg_stat_activity WHERE strpos(query, $1) > 0 AND pid <> pg_backend_pid())`,
+      [schema],
+    );
+    const waiting = Number((rows[0] as { n: string }).n);
+    if (waiting === 0 || performance.now() - started > ms) return waiting;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 /** Runs a statement on either client library. */
