@@ -39,7 +39,8 @@ export interface PostgresRateLimiterOptions {
   schema?: string | undefined;
   /**
    * Starts every row's key. The full key is `prefix + algorithm + ':' + limit + '/' + windowMs + ':' + key`,
-   * so limiters with different rules never share state.
+   * so limiters with different rules never share state; past 2000 bytes (UTF-8) it is stored as
+   * `sha256/` and its SHA-256 in hex (an index entry holds at most 2704 bytes).
    * @default 'ratekeeper:'
    */
   prefix?: string | undefined;

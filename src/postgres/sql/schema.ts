@@ -1,5 +1,5 @@
 import { DIVISION, FIXED_WINDOW, SLIDING_WINDOW_COUNTER, SLIDING_WINDOW_LOG, TOKEN_BUCKET } from './algorithms';
-import { ONE_KEY } from './one-key';
+import { ONE_KEY, storedKey } from './one-key';
 
 /**
  * The table: one row per key, the algorithm's state as `numeric[]` (see ./algorithms.ts; null in a
@@ -110,13 +110,13 @@ DECLARE
   inserted int := 0;
 BEGIN
   IF op = 'reset' THEN
-    DELETE FROM ${schema}.ratekeeper_state WHERE key = ANY (keys);
+    DELETE FROM ${schema}.ratekeeper_state WHERE key = ANY (ARRAY(SELECT ${storedKey('u')} FROM unnest(keys) AS u));
     RETURN '{}';
   END IF;
   -- One key needs no sorting, and is the usual call.
   ordered := CASE WHEN cardinality(keys) = 1 THEN '{1}' ELSE ARRAY(SELECT o FROM unnest(keys) WITH ORDINALITY AS u(key, o) ORDER BY u.key, u.o) END;
   FOREACH i IN ARRAY ordered LOOP
-    k := keys[i];
+    k := ${storedKey('keys[i]')};
     LOOP
       IF op = 'peek' THEN
         SELECT s.state, s.expires_at, s.blocked_until, s.era, s.credited INTO old, expires, blocked, row_era, row_credited FROM ${schema}.ratekeeper_state s WHERE s.key = k FOR SHARE;
