@@ -144,10 +144,13 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     // this transaction only, which PgBouncer in transaction mode allows). Set before the function
     // runs: the subquery's row is made before the select list is evaluated.
     const bound = timeoutMs === Infinity ? '' : ` FROM (SELECT set_config('lock_timeout', '${timeoutMs}', true) AS lock_timeout) AS bound`;
-    // As text: pg parses numeric[] into floats, and a receipt's numbers may pass 2^53.
-    this.#decideStatement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], $6::text, $7::numeric[])::text[] AS r${bound}`;
-    this.#manyKeysStatement = `SELECT ${quotedSchema(schema)}.${manyKeysFunction(plan.codec)}($1::text[], $2::numeric[], $3::numeric[], $4::numeric[]) AS r${bound}`;
-    this.#oneKeyStatement = `SELECT ${quotedSchema(schema)}.${oneKeyFunction(plan.codec)}($1::text, $2::numeric, $3::numeric, $4::numeric[]) AS r${bound}`;
+    // The reply's numbers as one text, split here: a client parses an array only when it knows its
+    // type (postgres.js with `fetch_types: false`, as behind PgBouncer, hands over `{1,0,3}`), pg
+    // parses numeric[] into floats, and a receipt's numbers may pass 2^53.
+    const reply = (call: string) => `SELECT array_to_string(${quotedSchema(schema)}.${call}, ',', 'NULL') AS r${bound}`;
+    this.#decideStatement = reply('ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], $6::text, $7::numeric[])');
+    this.#manyKeysStatement = reply(`${manyKeysFunction(plan.codec)}($1::text[], $2::numeric[], $3::numeric[], $4::numeric[])`);
+    this.#oneKeyStatement = reply(`${oneKeyFunction(plan.codec)}($1::text, $2::numeric, $3::numeric, $4::numeric[])`);
     this.#fallback = (error, call) => {
       report(onError, error, call.key);
       return policy(error, call.key, call.permits);
@@ -384,8 +387,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
 
   /** The decision in a reply of `length` numbers (more than 3 when a receipt follows it). */
   #decision(reply: readonly unknown[], length = 3): Decision {
-    // Number(null) is 0: a null in the reply is a wrong reply, not an allowance.
-    const numbers = reply.length === length && !reply.includes(null) ? reply.slice(0, 3) : [reply];
+    const numbers = reply.length === length ? reply.slice(0, 3) : [reply];
     return toDecision(checkReply(numbers, 1, 'PostgreSQL'), 0, this.rule.limit);
   }
 
@@ -456,7 +458,9 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
    * the reply was not one of ours (every call then fails).
    */
   #settle(calls: (Call | OpCall)[], rows: readonly unknown[]): Call[] | undefined {
-    const reply = (rows[0] as { r?: unknown } | undefined)?.r;
+    const text = (rows[0] as { r?: unknown } | undefined)?.r;
+    // A NULL among the numbers reads NaN, which checkReply refuses; a reset answers none.
+    const reply = typeof text !== 'string' ? undefined : text === '' ? [] : text.split(',');
     const [first] = calls;
     if (first!.op !== undefined) {
       if (!Array.isArray(reply)) return void this.#fail(calls, unexpectedReply(rows));
@@ -469,8 +473,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     const decisions = calls as Call[];
     let numbers: number[];
     try {
-      // Number(null) is 0: a null in the reply is a wrong reply, not an allowance.
-      numbers = checkReply(Array.isArray(reply) && !reply.includes(null) ? reply : rows, decisions.length, 'PostgreSQL');
+      numbers = checkReply(reply ?? rows, decisions.length, 'PostgreSQL');
     } catch (error) {
       return void this.#fail(decisions, error);
     }

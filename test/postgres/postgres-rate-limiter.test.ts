@@ -91,6 +91,35 @@ describe.skipIf(!postgresPort)('PostgresRateLimiter', () => {
     }
   });
 
+  test.each([true, false])('postgres.js with fetch_types: %s decides, batches and manages keys exactly (its replies are read the same without type information)', async (fetchTypes) => {
+    const sql = postgres({ ...connection(), max: 2, fetch_types: fetchTypes, onnotice: () => {} });
+    try {
+      const errors: unknown[] = [];
+      const limiter = new PostgresRateLimiter({ client: sql, schema, algorithm: 'token-bucket', rule: new Rule(3, 1e9), onStoreError: 'allow', prefix: `types-${fetchTypes}:`, onError: (error) => errors.push(error) });
+      expect(await limiter.tryAcquire('a')).toStrictEqual({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0, resetAfterMs: 333_333_334 });
+      // One tick: one statement for the batch.
+      const batch = await Promise.all([limiter.tryAcquire('a'), limiter.tryAcquire('b', 3), limiter.tryAcquire('a'), limiter.tryAcquire('a')]);
+      expect(batch.map((d) => [d.allowed, d.remaining])).toEqual([
+        [true, 1],
+        [true, 0],
+        [true, 0],
+        [false, 0],
+      ]);
+      expect(await limiter.peek('b', 0)).toMatchObject({ allowed: true, remaining: 0 });
+      const reservation = await limiter.reserve('c', 3);
+      expect(reservation.decision).toMatchObject({ allowed: true, remaining: 0 });
+      expect(await reservation.settle(1)).toMatchObject({ remaining: 2 });
+      expect(await limiter.charge('c', 1)).toMatchObject({ remaining: 1 });
+      await limiter.block('c', 60_000);
+      expect(await limiter.tryAcquire('c')).toMatchObject({ allowed: false, remaining: 0 });
+      await limiter.reset('c');
+      expect(await limiter.tryAcquire('c')).toMatchObject({ allowed: true, remaining: 2 });
+      expect(errors).toEqual([]);
+    } finally {
+      await sql.end({ timeout: 1 });
+    }
+  });
+
   test('expired rows are reclaimed by the rows inserted after them: no timer, no sweep of the table', async () => {
     // A schema of its own: expired rows of other tests would take a share of the reclaiming.
     const own = uniqueSchema('reclaim');

@@ -6,6 +6,9 @@ import type { OpenStore, StoreLimiterOptions } from '../conformance';
 /** The port of the PostgreSQL cluster started for this run, or 0 when there is none (its suites skip). */
 export const postgresPort = inject('postgresPort');
 
+/** The port of the PgBouncer (transaction mode) in front of that cluster, or 0 when there is none (its suites skip). */
+export const pgbouncerPort = inject('pgbouncerPort');
+
 /** Connection settings for the run's cluster (or any port): trust authentication as `postgres`. */
 export const connection = (port = postgresPort) => ({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres' });
 
@@ -20,10 +23,13 @@ export interface PostgresTestClient {
   close(): Promise<void>;
 }
 
-/** The {@link OpenStore} of PostgreSQL over one client library, in a schema of its own. */
-export async function openPostgres(name: string, connect: (port: number) => PostgresTestClient): Promise<OpenStore> {
+/**
+ * The {@link OpenStore} of PostgreSQL over one client library, in a schema of its own, reached on
+ * `port` (the cluster's, or PgBouncer's in front of it).
+ */
+export async function openPostgres(name: string, connect: (port: number) => PostgresTestClient, port = postgresPort): Promise<OpenStore> {
   const schema = uniqueSchema(name);
-  const main = connect(postgresPort);
+  const main = connect(port);
   const opened = [main];
   await migrate(main.client, { schema });
   const admin = (sql: string) => run(main.client, sql);
