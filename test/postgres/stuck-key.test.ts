@@ -7,7 +7,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Rule } from '../../src/index';
 import { migrate, type PostgresClientLike, PostgresRateLimiter } from '../../src/postgres';
-import { connection, postgresPort, stuckStatements, uniqueSchema } from '../stores/support/postgres-store';
+import { connection, pgbouncerPort, postgresPort, stuckStatements, uniqueSchema } from '../stores/support/postgres-store';
 
 // Generous: the other keys must be answered within it on a loaded shared machine, and they are
 // only degraded (the fact asserted) if they wait behind the stuck key.
@@ -40,28 +40,36 @@ describe.skipIf(!postgresPort)('one stuck key holds back its own calls only', { 
     };
   }
 
-  const clients: [string, () => { client: PostgresClientLike; end(): Promise<void> }][] = [
-    [
-      'pg',
-      () => {
-        const pool = new pg.Pool({ ...connection(), max: 3 });
-        return { client: pool, end: () => pool.end() };
-      },
-    ],
-    [
-      'postgres.js',
-      () => {
-        const sql = postgres({ ...connection(), max: 3, onnotice: () => {} });
-        return { client: sql, end: () => sql.end({ timeout: 1 }) };
-      },
-    ],
+  type Open = () => { client: PostgresClientLike; end(): Promise<void> };
+  const pgPool =
+    (port: number): Open =>
+    () => {
+      const pool = new pg.Pool({ ...connection(port), max: 3 });
+      return { client: pool, end: () => pool.end() };
+    };
+  const postgresJs =
+    (port: number): Open =>
+    () => {
+      const sql = postgres({ ...connection(port), max: 3, fetch_types: port !== pgbouncerPort, onnotice: () => {} });
+      return { client: sql, end: () => sql.end({ timeout: 1 }) };
+    };
+  const clients: [string, Open][] = [
+    ['pg', pgPool(postgresPort)],
+    ['postgres.js', postgresJs(postgresPort)],
+    // Through PgBouncer in transaction mode: lock_timeout is set for the statement's own transaction.
+    ...(pgbouncerPort === 0
+      ? []
+      : ([
+          ['pg through PgBouncer', pgPool(pgbouncerPort)],
+          ['postgres.js through PgBouncer', postgresJs(pgbouncerPort)],
+        ] as [string, Open][])),
   ];
 
   test.each(clients)(
     '%s: a row held by another transaction: the other keys, asked beside it and after it, decide on time; the stuck key answers by the policy at its timeout and gives up its wait',
     async (name, open) => {
       const { client, end } = open();
-      const prefix = `stuck-${name}:`;
+      const prefix = `stuck-${name.replaceAll(' ', '-')}:`;
       const errors: unknown[] = [];
       const limiter = new PostgresRateLimiter({ client, schema, algorithm: 'fixed-window', rule: new Rule(2, 1e12), onStoreError: 'allow', timeoutMs: TIMEOUT_MS, prefix, onError: (error) => errors.push(error) });
       try {
