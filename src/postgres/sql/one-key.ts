@@ -27,6 +27,7 @@
 // mode), and PL/pgSQL keeps its statements' plans for the session.
 
 import type { SqlPlan } from '../plans';
+import { QUOTE } from './dollar-quote';
 
 /**
  * The longest row key, in UTF-8 bytes, stored as it is. A B-tree entry holds at most 2704 bytes, so
@@ -251,7 +252,7 @@ export const ONE_KEY = (schema: string): string =>
       (codec) => `
 CREATE OR REPLACE FUNCTION ${schema}.${oneKeyFunction(codec)}(k text, prm numeric, clk numeric, rule numeric[]) RETURNS numeric[]
 LANGUAGE plpgsql VOLATILE
-AS $fn$
+AS ${QUOTE}
 DECLARE
   ${DECLARE}
   ${decides[codec].declare}
@@ -260,11 +261,11 @@ BEGIN
   ${step(schema, codec, false)}
   ${reclaim(schema, '2')}
   RETURN answer;
-END $fn$;
+END ${QUOTE};
 
 CREATE OR REPLACE FUNCTION ${schema}.${manyKeysFunction(codec)}(keys text[], permits numeric[], nows numeric[], rule numeric[]) RETURNS numeric[]
 LANGUAGE plpgsql VOLATILE
-AS $fn$
+AS ${QUOTE}
 DECLARE
   ${DECLARE}
   ${decides[codec].declare}
@@ -293,7 +294,7 @@ BEGIN
   END LOOP;
   ${reclaim(schema, '2 * inserted')}
   RETURN reply;
-END $fn$;
+END ${QUOTE};
 `,
     )
     .join('');
