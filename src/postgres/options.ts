@@ -59,6 +59,10 @@ export interface PostgresRateLimiterOptions {
    * @default 500
    */
   timeoutMs?: number | undefined;
-  /** Called with the cause whenever the outage policy decides; an error it throws is ignored. @default undefined */
-  onError?: ((error: unknown, key: string) => void) | undefined;
+  /**
+   * Called with the cause whenever the outage policy decides, always an `Error` (a client failing
+   * with anything else has it wrapped, as `cause`, code `ERR_RATEKEEPER_STORE_ERROR`); an error it
+   * throws is ignored. @default undefined
+   */
+  onError?: ((error: Error, key: string) => void) | undefined;
 }

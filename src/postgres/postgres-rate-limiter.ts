@@ -106,7 +106,8 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   readonly #fallback: (error: unknown, call: Call) => Decision | Promise<Decision>;
   readonly #peekFallback: (error: unknown, key: string, permits: number) => Decision | Promise<Decision>;
   readonly #policy: (error: unknown, key: string, permits: number) => Decision | Promise<Decision>;
-  readonly #onError: ((error: unknown, key: string) => void) | undefined;
+  /** Hands a failure's cause to `onError`, as an `Error`. */
+  readonly #report: (error: unknown, key: string) => void;
   readonly #coalescer: Coalescer<Call | OpCall>;
   readonly #order: KeyOrder<Call | OpCall>;
   readonly #waiting: WaitQueue;
@@ -124,9 +125,10 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.rule = toRule(rule);
     this.#query = toQuery(client);
     const plan = sqlPlans[algorithm];
-    const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
+    const hear = (error: unknown, key: string) => report(onError, error, key, 'PostgreSQL');
+    const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: hear });
     this.#policy = policy;
-    this.#onError = onError;
+    this.#report = hear;
     checkString('prefix', prefix);
     if (prefix.includes('\u0000')) throw typeError(`ratekeeper: \`prefix\` must be a string without U+0000, got ${describe(prefix)}`);
     this.#algorithm = algorithm;
@@ -152,12 +154,12 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.#manyKeysStatement = reply(`${manyKeysFunction(plan.codec)}($1::text[], $2::numeric[], $3::numeric[], $4::numeric[])`);
     this.#oneKeyStatement = reply(`${oneKeyFunction(plan.codec)}($1::text, $2::numeric, $3::numeric, $4::numeric[])`);
     this.#fallback = (error, call) => {
-      report(onError, error, call.key);
+      hear(error, call.key);
       return policy(error, call.key, call.permits);
     };
-    const peekPolicy = peekOutagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
+    const peekPolicy = peekOutagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: hear });
     this.#peekFallback = (error, key, permits) => {
-      report(onError, error, key);
+      hear(error, key);
       return peekPolicy(error, key, permits);
     };
     this.#order = new KeyOrder(this.#send, MAX_BATCH);
@@ -311,7 +313,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
       numbers = await sent;
       decision = this.#decision(numbers, 6);
     } catch (error) {
-      report(this.#onError, error, key);
+      this.#report(error, key);
       return new AsyncKeyReservation(await this.#policy(error, key, permits), undefined);
     }
     if (!decision.allowed) return new AsyncKeyReservation(decision, undefined);

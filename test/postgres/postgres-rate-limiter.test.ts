@@ -4,9 +4,9 @@
 // limit × windowMs passes 2^53, and its own input checks.
 import pg from 'pg';
 import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, expectTypeOf, test } from 'vitest';
 import { Rule } from '../../src/index';
-import { migrate, PostgresRateLimiter } from '../../src/postgres';
+import { migrate, PostgresRateLimiter, type PostgresRateLimiterOptions } from '../../src/postgres';
 import { connection, postgresPort, uniqueSchema } from '../stores/support/postgres-store';
 
 /** The error `f` throws. */
@@ -117,6 +117,22 @@ describe.skipIf(!postgresPort)('PostgresRateLimiter', () => {
       expect(errors).toEqual([]);
     } finally {
       await sql.end({ timeout: 1 });
+    }
+  });
+
+  test('onError receives an Error, typed so: a client failing with anything else has it wrapped, naming PostgreSQL', async () => {
+    expectTypeOf<NonNullable<PostgresRateLimiterOptions['onError']>>().parameter(0).toEqualTypeOf<Error>();
+    const errors: Error[] = [];
+    // An adapter of the user's (anything with pg's query) that fails with a string.
+    const client = { query: () => Promise.reject('connection refused') };
+    const limiter = new PostgresRateLimiter({ client, algorithm: 'token-bucket', rule: Rule.perSecond(1), onStoreError: 'deny', onError: (error: Error) => errors.push(error) });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, degraded: 'store-error' });
+    await expect(limiter.charge('k', 1)).rejects.toBe('connection refused');
+    expect(await limiter.peek('k')).toMatchObject({ degraded: 'store-error' });
+    expect(errors).toHaveLength(2);
+    for (const error of errors) {
+      expect(error).toBeInstanceOf(Error);
+      expect(error).toMatchObject({ message: 'ratekeeper: the PostgreSQL client failed with connection refused', code: 'ERR_RATEKEEPER_STORE_ERROR', cause: 'connection refused' });
     }
   });
 
