@@ -14,16 +14,19 @@ export interface Ordered {
  * and only behind that batch, so a key that does not answer holds back its own calls and no other.
  *
  * A batch of decisions never waits for a row another transaction holds: PostgreSQL skips that key
- * and says so, and its calls then go alone, one at a time, each waiting for the row up to the
- * limiter's `lock_timeout`, until one of them is decided. So a stuck key never shares a batch with
- * other keys, and holds at most one connection of the pool.
+ * and says so, and its calls then go again alone, waiting for the row up to the limiter's
+ * `lock_timeout`. So a stuck key never holds up the other keys of a batch, and holds at most one
+ * connection of the pool: one batch per key is out at a time.
  */
 export class KeyOrder<C extends Ordered> {
   readonly #send: (batch: C[]) => void;
   readonly #maxBatch: number;
   /** The keys of the batches out, each with the calls that wait for it to come back, in order. */
   readonly #busy = new Map<string, C[]>();
-  /** Keys whose row another transaction held: their calls go alone until one is decided. */
+  /**
+   * Keys whose row another transaction held in their last batch: their next call goes alone (and
+   * may wait for the row). Only keys with a batch out, so the set stays small.
+   */
   readonly #alone = new Set<string>();
 
   /**
@@ -70,23 +73,22 @@ export class KeyOrder<C extends Ordered> {
   }
 
   /**
-   * Called once per batch sent, when it has come back: `skipped` are its calls PostgreSQL left
-   * undecided because another transaction held their row (their keys then go alone), `decided`
-   * whether the others were decided. The calls that waited for its keys go now, a key's skipped
-   * calls before them.
+   * Called once per batch sent, when it has come back (answered or failed): `skipped` are its calls
+   * PostgreSQL left undecided because another transaction held their row; they go again, alone,
+   * and then the calls that waited for the batch's keys.
    */
-  done(batch: readonly C[], skipped: readonly C[], decided: boolean): void {
+  done(batch: readonly C[], skipped: readonly C[]): void {
     // A key's skipped calls were made before those that waited for it: they go first.
     const next = [...skipped];
-    for (const call of skipped) this.#alone.add(call.rowKey);
     for (const call of batch) {
       const key = call.rowKey;
       const waiting = this.#busy.get(key);
       if (waiting === undefined) continue;
-      if (decided && !skipped.includes(call)) this.#alone.delete(key);
+      this.#alone.delete(key);
       this.#busy.delete(key);
       for (const later of waiting) next.push(later);
     }
+    for (const call of skipped) this.#alone.add(call.rowKey);
     this.add(next);
   }
 }

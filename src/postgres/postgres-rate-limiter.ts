@@ -444,28 +444,30 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     }
     sent.then(
       (rows) => {
-        const skipped = this.#settle(calls, rows);
-        this.#order.done(calls, skipped ?? [], skipped !== undefined);
+        this.#order.done(calls, this.#settle(calls, rows));
       },
       (error) => {
         this.#fail(calls, error);
-        this.#order.done(calls, [], false);
+        this.#order.done(calls, []);
       },
     );
   };
 
   /**
-   * Answers the calls still unanswered from the reply; returns the decisions PostgreSQL skipped
-   * because another transaction held their row (sent again by the key order), or undefined when
-   * the reply was not one of ours (every call then fails).
+   * Answers the calls still unanswered from the reply (or, when it is not one of ours, from the
+   * outage policy); returns the decisions PostgreSQL skipped because another transaction held
+   * their row, which the key order sends again.
    */
-  #settle(calls: (Call | OpCall)[], rows: readonly unknown[]): Call[] | undefined {
+  #settle(calls: (Call | OpCall)[], rows: readonly unknown[]): Call[] {
     const text = (rows[0] as { r?: unknown } | undefined)?.r;
     // A NULL among the numbers reads NaN, which checkReply refuses; a reset answers none.
     const reply = typeof text !== 'string' ? undefined : text === '' ? [] : text.split(',');
     const [first] = calls;
     if (first!.op !== undefined) {
-      if (!Array.isArray(reply)) return void this.#fail(calls, unexpectedReply(rows));
+      if (!Array.isArray(reply)) {
+        this.#fail(calls, unexpectedReply(rows));
+        return [];
+      }
       if (!first!.answered) {
         first!.answered = true;
         first!.reply(reply);
@@ -477,7 +479,8 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     try {
       numbers = checkReply(reply ?? rows, decisions.length, 'PostgreSQL');
     } catch (error) {
-      return void this.#fail(decisions, error);
+      this.#fail(decisions, error);
+      return [];
     }
     const skipped: Call[] = [];
     for (let i = 0; i < decisions.length; i++) {
