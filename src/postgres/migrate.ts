@@ -35,12 +35,14 @@ export async function migrate(client: PostgresClientLike, options: MigrateOption
   const query = toQuery(client);
   const schema = quotedSchema(options?.schema);
   const text = migration(schema, literal);
-  // The function made last carries the digest of the migration that made it: equal, everything
-  // this migration makes is there, so nothing is sent that would lock or change anything.
-  const [row] = await query(`SELECT 'ratekeeper ' || encode(sha256(convert_to($1, 'UTF8')), 'hex') AS stamp, obj_description(to_regprocedure($2), 'pg_proc') AS found`, [
-    text,
-    stampedFunction(schema),
-  ]);
+  // The function made last carries the digest of the migration that made it: equal, and the table
+  // still there, everything this migration makes is there, so nothing is sent that would lock or
+  // change anything.
+  const [row] = await query(
+    `SELECT 'ratekeeper ' || encode(sha256(convert_to($1, 'UTF8')), 'hex') AS stamp,
+       CASE WHEN to_regclass($3) IS NOT NULL THEN obj_description(to_regprocedure($2), 'pg_proc') END AS found`,
+    [text, stampedFunction(schema), `${schema}.ratekeeper_state`],
+  );
   const { stamp, found } = row as { stamp: string; found: string | null };
   if (found === stamp) return;
   await query(`${text}\nCOMMENT ON FUNCTION ${stampedFunction(schema)} IS ${literal(stamp)};`, []);
