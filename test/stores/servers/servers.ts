@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { hasRedisServer } from '../../redis/helpers/redis-server';
+import { hasPgBouncer } from './pgbouncer-server';
 import { hasPostgres } from './postgres-server';
 
 /**
@@ -15,7 +16,8 @@ export const servers = [
     files: ['test/redis/', 'test/reliability/redis-faults', 'test/limiter/observe', 'test/stores/redis-', 'test/stores/upstash'],
   },
   { name: 'valkey-server', present: () => hasRedisServer('valkey-server'), files: ['test/stores/valkey-', 'test/stores/glide-'] },
-  { name: 'postgresql-15', present: hasPostgres, files: ['test/stores/postgres', 'test/postgres/'] },
+  { name: 'postgresql-15', present: hasPostgres, files: ['test/stores/postgres', 'test/postgres/', 'test/stores/pgbouncer-'] },
+  { name: 'pgbouncer', present: hasPgBouncer, files: ['test/stores/pgbouncer-'] },
   { name: 'chromium', present: () => existsSync('/usr/bin/chromium'), files: ['test/browser/'] },
 ] as const;
 
