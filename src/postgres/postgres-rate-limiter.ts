@@ -496,6 +496,9 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
 
   /** Answers each call not yet answered by the outage policy (an operation: rejects with the error). */
   #fail(calls: readonly (Call | OpCall)[], error: unknown): void {
+    // Our statements wait for a lock at most timeoutMs (lock_timeout): when the server's clock ends
+    // the wait before ours does, it is still this call's timeout, not a store error.
+    if (this.#timeoutMs !== Infinity && (error as { code?: unknown } | null)?.code === LOCK_NOT_AVAILABLE) error = new PostgresTimeoutError(this.#timeoutMs, error);
     for (const call of calls) {
       if (call.answered) continue;
       call.answered = true;
@@ -523,6 +526,9 @@ function textArray(calls: readonly { readonly rowKey: string }[]): string {
   }
   return `${literal}}`;
 }
+
+/** SQLSTATE lock_not_available: what a statement's `lock_timeout` ends it with. */
+const LOCK_NOT_AVAILABLE = '55P03';
 
 function unexpectedReply(rows: unknown): Error {
   return coded(new Error(`ratekeeper: unexpected reply from PostgreSQL: ${describe(rows)}`), 'ERR_RATEKEEPER_STORE_REPLY');

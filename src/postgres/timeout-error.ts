@@ -20,8 +20,9 @@ export class PostgresTimeoutError extends Error {
   /** The bound that was exceeded. */
   readonly timeoutMs: number;
 
-  constructor(timeoutMs: number) {
-    super(`ratekeeper: PostgreSQL did not answer within ${timeoutMs} ms`);
+  /** @param cause the server's own error, when its `lock_timeout` ended the wait first. */
+  constructor(timeoutMs: number, cause?: unknown) {
+    super(`ratekeeper: PostgreSQL did not answer within ${timeoutMs} ms`, cause === undefined ? undefined : { cause });
     this.timeoutMs = timeoutMs;
   }
 }
