@@ -67,7 +67,7 @@ export function reject(limit: number, remaining: number, retryAfterMs: number, r
  * and retry once a key that used its whole limit now would be as new (`emptiedResetAfterMs`), an
  * upper bound on when a resident key that goes quiet frees its slot. Built as one object, not a
  * rejection and then its degraded copy: a flood of new keys against a full table makes one per
- * refused call, 40% of the calls in bench/flood.ts.
+ * refused call.
  */
 export function keyTableFull(limit: number, emptiedResetAfterMs: number): Rejected {
   return { allowed: false, limit, remaining: 0, retryAfterMs: Math.max(1, emptiedResetAfterMs), resetAfterMs: 0, degraded: 'key-table-full' };
@@ -76,7 +76,7 @@ export function keyTableFull(limit: number, emptiedResetAfterMs: number): Reject
 /** Marks a decision as reached without the limiter's normal state. */
 export function degrade<D extends Decision>(decision: D, degraded: DegradedReason): D {
   // Spelled out rather than spread: a refused flood of new keys makes one of these per call, and
-  // object spread measured several times slower (12% of a flood call's time in a profile).
+  // object spread is several times slower (bench/HISTORY.md).
   const { allowed, limit, remaining, retryAfterMs, resetAfterMs } = decision;
   return { allowed, limit, remaining, retryAfterMs, resetAfterMs, degraded } as D;
 }

@@ -115,8 +115,8 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
   /**
    * `tryAcquire` once a key has been blocked: the first `block` puts it in place of the plain one
    * (see `block`), so a limiter that never blocks pays nothing for blocks. Checking a flag on every
-   * call cost a hot key 5-15% in the same process (bench/_ab runs beside main's code): the branch
-   * alone was enough to change what V8 inlined.
+   * call cost a hot key measurably (bench/HISTORY.md): the branch alone was enough to change what V8
+   * inlined.
    */
   #tryAcquireUnlessBlocked(key: string, permits = 1): Decision {
     const now = this.#read(this.#clock.now());
