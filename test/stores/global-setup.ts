@@ -1,7 +1,7 @@
 import type { TestProject } from 'vitest/node';
 import { startRedisServer } from '../redis/helpers/redis-server';
 import { startPostgres } from './servers/postgres-server';
-import { missingMessage, type ServerName, servers } from './servers/servers';
+import { missingMessage, needed, type ServerName, servers } from './servers/servers';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -14,15 +14,15 @@ declare module 'vitest' {
 
 /**
  * Starts one valkey-server and one PostgreSQL cluster for the whole run, each on a free loopback
- * port; each test file keeps to its own keys (or its own schema). A missing server skips the suites
- * that need it, or fails the run on CI.
+ * port, if a selected test file needs it; each test file keeps to its own keys (or its own schema).
+ * A missing server skips the suites that need it, or fails the run on CI.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const missing = servers.filter((server) => !server.present()).map((server) => server.name);
   if (process.env.CI === 'true' && missing.length > 0) throw new Error(missing.map((name) => missingMessage(name as ServerName)).join('\n'));
   const [valkey, postgres] = await Promise.all([
-    missing.includes('valkey-server') ? undefined : startRedisServer({ binary: 'valkey-server' }),
-    missing.includes('postgresql-15') ? undefined : startPostgres(),
+    missing.includes('valkey-server') || !needed(project, 'valkey-server') ? undefined : startRedisServer({ binary: 'valkey-server' }),
+    missing.includes('postgresql-15') || !needed(project, 'postgresql-15') ? undefined : startPostgres(),
   ]);
   project.provide('valkeyPort', valkey?.port ?? 0);
   project.provide('postgresPort', postgres?.port ?? 0);

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import type { TestProject } from 'vitest/node';
 import { hasRedisServer } from '../../redis/helpers/redis-server';
 import { hasPostgres } from './postgres-server';
 
@@ -12,7 +13,14 @@ export const servers = [
   {
     name: 'redis-server',
     present: () => hasRedisServer('redis-server'),
-    files: ['test/redis/', 'test/reliability/redis-faults', 'test/limiter/observe', 'test/stores/redis-', 'test/stores/upstash'],
+    files: [
+      'test/redis/',
+      'test/reliability/redis-faults',
+      'test/limiter/observe',
+      'test/stores/redis-',
+      'test/stores/upstash',
+      ...['express-rate-limit', 'koa', 'nestjs', 'servers', 'trpc'].map((name) => `test/http/${name}.test`),
+    ],
   },
   { name: 'valkey-server', present: () => hasRedisServer('valkey-server'), files: ['test/stores/valkey-', 'test/stores/glide-'] },
   { name: 'postgresql-15', present: hasPostgres, files: ['test/stores/postgres', 'test/postgres/'] },
@@ -24,4 +32,15 @@ export type ServerName = (typeof servers)[number]['name'];
 /** The message a missing server gets, on a developer's machine (a skip) and on CI (a failure). */
 export function missingMessage(name: ServerName): string {
   return `${name} is not installed, so the suites that need it cannot run: \`sudo scripts/install-test-servers.sh\` installs it.`;
+}
+
+/**
+ * Whether this run's test files include one that needs the server, so that one file runs in
+ * seconds: the global setups start only what is needed. A watch session may run any file later
+ * and sets up once, so it starts everything.
+ */
+export function needed(project: TestProject, name: ServerName): boolean {
+  if (project.vitest.config.watch) return true;
+  const prefixes = servers.find((server) => server.name === name)!.files.map((prefix) => `${project.config.root}/${prefix}`);
+  return project.vitest.state.getPaths().some((path) => prefixes.some((prefix) => path.startsWith(prefix)));
 }
