@@ -14,8 +14,8 @@ declare module 'vitest' {
 
 /**
  * Starts one valkey-server and one PostgreSQL cluster for the whole run, each on a free loopback
- * port, if a selected test file needs it; each test file keeps to its own keys (or its own schema).
- * A missing server skips the suites that need it, or fails the run on CI.
+ * port; each test file keeps to its own keys (or its own schema). A missing server skips the suites
+ * that need it, or fails the run on CI.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const missing = servers.filter((server) => !server.present()).map((server) => server.name);
