@@ -1,6 +1,7 @@
 // Child process: ten million unique keys against `maxKeys: 100_000`. Measures the heap before and
 // after (after GC), the CPU time of flood calls against steady calls on the same limiter, and checks
-// that no active key is forgiven. Run by run.ts; alone, `node --expose-gc --import tsx bench/flood.ts`.
+// that no active key is forgiven. Then newcomers against a table of blocked idle keys, one each
+// millisecond (issue 23 item 4). Run by run.ts; alone, `node --expose-gc --import tsx bench/flood.ts`.
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket } from '../src/index';
 import { epochNowMs } from './algorithms';
 import { sendToParent } from './child';
@@ -20,6 +21,12 @@ const CALLS_PER_MS = 100;
 const WATCHED_RULE = new Rule(100, 86_400_000); // spent out: refills one permit per 14.4 min, so it stays active
 const STEADY_RULE = Rule.perMinute(100); // two permits a visit: never full, so never idle, always resident
 const FLOOD_RULE = Rule.perSecond(2); // one permit a key: idle again after 500 ms (50 000 calls)
+
+/** Blocked keys: idle (full buckets) but blocked for a day, so no newcomer may take their place. */
+export const BLOCKED_KEYS = 99_000;
+/** Newcomers against the blocked table, one per ms; and calls on resident spent-out keys beside them. */
+const BLOCKED_CHUNK = 2_000;
+const BLOCKED_CHUNKS = 30;
 
 export interface FloodResult {
   readonly floodKeys: number;
@@ -42,6 +49,13 @@ export interface FloodResult {
   readonly forgiven: number;
   /** Watched keys still refused at the end of the flood. */
   readonly watchedStillRefused: number;
+  /** Against a table of blocked idle keys: CPU ns per newcomer (each in a new ms) and per resident call, and the median per-pair ratio. */
+  readonly blockedKeys: number;
+  readonly blockedNewcomerNsPerCall: number;
+  readonly blockedResidentNsPerCall: number;
+  readonly blockedRatio: number;
+  /** Newcomers refused key-table-full (all of them: no key may be reclaimed). */
+  readonly blockedRefused: number;
   readonly seconds: number;
 }
 
@@ -57,6 +71,60 @@ function cpuNs(run: () => void): number {
   run();
   const used = process.cpuUsage(began);
   return (used.user + used.system) * 1000;
+}
+
+/**
+ * A full table of blocked idle keys (and spent-out keys, whose calls are the resident ones timed
+ * beside): each newcomer arrives in a new ms, when every blocked key's bucket is full. Blocked keys
+ * were looked at again every ms (74-208 ms a newcomer with 100 000 of them); now at their block's end.
+ */
+function blockedTable(): Pick<FloodResult, 'blockedKeys' | 'blockedNewcomerNsPerCall' | 'blockedResidentNsPerCall' | 'blockedRatio' | 'blockedRefused'> {
+  const clock = new ManualClock(epochNowMs());
+  const limiter = new KeyedRateLimiter({ algorithm: (key) => new TokenBucket(key.startsWith('w:') ? WATCHED_RULE : FLOOD_RULE), clock, maxKeys: MAX_KEYS });
+  const resident = MAX_KEYS - BLOCKED_KEYS;
+  for (let i = 0; i < BLOCKED_KEYS; i++) {
+    limiter.tryAcquire(`b:${i}`);
+    limiter.block(`b:${i}`, 86_400_000);
+  }
+  for (let i = 0; i < resident; i++) limiter.tryAcquire(`w:${i}`, WATCHED_RULE.limit);
+  clock.advance(1000); // every blocked key's bucket is full again: idle, but blocked
+  let next = 0;
+  let refused = 0;
+  let acc = 0;
+  const newcomers = () => {
+    for (let n = 0; n < BLOCKED_CHUNK; n++) {
+      clock.advance(1);
+      const decision = limiter.tryAcquire(`n:${next++}`);
+      if (decision.degraded === 'key-table-full') refused++;
+      acc += decision.remaining;
+    }
+  };
+  let visit = 0;
+  const residents = () => {
+    for (let n = 0; n < BLOCKED_CHUNK; n++) acc += limiter.tryAcquire(`w:${visit++ % resident}`).remaining;
+  };
+  newcomers(); // the first orders the table (one pass over it), the next look at each key once: not timed
+  residents();
+  refused = 0;
+  const newcomerNs: number[] = [];
+  const residentNs: number[] = [];
+  for (let chunk = 0; chunk < BLOCKED_CHUNKS; chunk++) {
+    if (chunk % 2 === 0) {
+      newcomerNs.push(cpuNs(newcomers) / BLOCKED_CHUNK);
+      residentNs.push(cpuNs(residents) / BLOCKED_CHUNK);
+    } else {
+      residentNs.push(cpuNs(residents) / BLOCKED_CHUNK);
+      newcomerNs.push(cpuNs(newcomers) / BLOCKED_CHUNK);
+    }
+  }
+  if (acc === -1) console.log('unreachable');
+  return {
+    blockedKeys: BLOCKED_KEYS,
+    blockedNewcomerNsPerCall: median(newcomerNs),
+    blockedResidentNsPerCall: median(residentNs),
+    blockedRatio: median(newcomerNs.map((n, i) => n / (residentNs[i] as number))),
+    blockedRefused: refused,
+  };
 }
 
 function main(): FloodResult {
@@ -148,6 +216,7 @@ function main(): FloodResult {
     watchedChecks,
     forgiven,
     watchedStillRefused,
+    ...blockedTable(),
     seconds: (performance.now() - started) / 1000,
   };
 }
@@ -165,6 +234,8 @@ export function renderFlood(r: FloodResult): { text: string; markdown: string } 
     ['flood / steady (median of per-pair ratios; target ≤ 3× with the bound kept)', `**${formatRatio(r.ratio)}** ${r.ratio <= 3 && r.largestSize <= r.maxKeys ? 'PASS' : 'MISS'}`],
     ['watched keys compared with exact twins / differing (forgiven)', `${formatNumber(r.watchedChecks)} / **${r.forgiven}** ${r.forgiven === 0 ? 'PASS' : 'FAIL'}`],
     ['watched keys still refused after the flood', `${formatNumber(r.watchedStillRefused)} of ${formatNumber(r.watchedKeys)}`],
+    [`${formatNumber(r.blockedKeys)} blocked idle keys: CPU ns per newcomer (one per ms, all refused: ${formatNumber(r.blockedRefused)}) vs per resident call`, `${formatNumber(r.blockedNewcomerNsPerCall, 1)} vs ${formatNumber(r.blockedResidentNsPerCall, 1)}`],
+    ['blocked idle keys: newcomer / resident call (median of per-pair ratios; target ≤ 3×)', `**${formatRatio(r.blockedRatio)}** ${r.blockedRatio <= 3 ? 'PASS' : 'MISS'}`],
     ['run time', `${formatNumber(r.seconds, 0)} s`],
   ];
   const title = `Flood: ${formatNumber(r.floodKeys)} unique keys against maxKeys ${formatNumber(r.maxKeys)}`;
@@ -172,7 +243,9 @@ export function renderFlood(r: FloodResult): { text: string; markdown: string } 
     `One KeyedRateLimiter (token buckets, ManualClock moving 1 ms per ${CALLS_PER_MS} calls) holds ${formatNumber(r.watchedKeys)} watched keys spent out ` +
     `(100 per day) and ${formatNumber(r.steadyKeys)} steady keys (100 per minute, 2 permits a visit). Chunks of ${formatNumber(CHUNK)} flood calls ` +
     '(each a new key, 2 per second) alternate with chunks of steady calls on the resident keys; each is timed in CPU time. ' +
-    'Watched keys are checked against twin buckets every 10 chunks (a sample) and all at the end: any difference would be a forgiven key.';
+    'Watched keys are checked against twin buckets every 10 chunks (a sample) and all at the end: any difference would be a forgiven key. ' +
+    `Then a second limiter holds ${formatNumber(r.blockedKeys)} keys blocked for a day, their buckets full again (idle, but no newcomer may take their place), ` +
+    `and ${formatNumber(r.maxKeys - r.blockedKeys)} spent-out keys: chunks of ${formatNumber(BLOCKED_CHUNK)} newcomers, each one ms after the last, alternate with chunks of calls on the spent-out keys (the resident calls), after one untimed chunk of each.`;
   const markdown = `## ${title}\n\n${note}\n\n${markdownTable(rows)}\n`;
   const text = `\n== ${title}\n${textTable(rows.map((row) => row.map((cell) => cell.replace(/\*\*/g, ''))))}\n`;
   return { text, markdown };

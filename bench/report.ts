@@ -438,6 +438,7 @@ function targets(results: BenchResults): Target[] {
   const flood = results.flood;
   const boundKept = flood.largestSize <= flood.maxKeys;
   check('flood of new keys ≤ 3× a resident key\'s decision, memory bound kept', flood.ratio, (v) => v <= 3 && boundKept, `${formatRatio(flood.ratio)}, at most ${formatNumber(flood.largestSize)} of ${formatNumber(flood.maxKeys)} keys resident`);
+  check(`a newcomer against ${formatNumber(flood.blockedKeys)} blocked idle keys, one per ms, ≤ 3× a resident call (issue 23)`, flood.blockedRatio, (v) => v <= 3, `${formatRatio(flood.blockedRatio)} (${formatNumber(flood.blockedNewcomerNsPerCall, 1)} vs ${formatNumber(flood.blockedResidentNsPerCall, 1)} ns)`);
   const redisFloor = results.redis.samples[EVALSHA_FLOOR];
   const redisTb = results.redis.samples[ratekeeperRedisName('token-bucket')];
   const redisRatio = ratioMedian(redisTb, redisFloor);

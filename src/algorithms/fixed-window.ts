@@ -94,6 +94,17 @@ export class FixedWindow extends Printable implements AccountingAlgorithm {
     return this.count === 0 || floorDiv(nowMs, this.rule.windowMs) > this.window;
   }
 
+  /**
+   * The whole permits this state counts as used at `nowMs`, debt included (rounded up): what
+   * `reconfigure` carries over. Read by shape in limiter/carry-over.ts, not part of the public type.
+   */
+  private usedAt(nowMs: number): number {
+    checkTime(nowMs);
+    const current = floorDiv(nowMs, this.rule.windowMs);
+    // A reading from an earlier window than the stored one counts as no time passing, as in decide.
+    return current > this.window ? 0 : this.count;
+  }
+
   /** A summary for logs and `JSON.stringify`: the algorithm and its rule (never the key's state). */
   override toJSON(): { algorithm: string; rule: Rule } {
     return { algorithm: 'fixed-window', rule: this.rule };

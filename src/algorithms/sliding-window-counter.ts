@@ -119,6 +119,20 @@ export class SlidingWindowCounter extends Printable implements AccountingAlgorit
     return this.current === 0 && this.previous === 0;
   }
 
+  /**
+   * The whole permits this state counts as used at `nowMs`, debt included (rounded up): what
+   * `reconfigure` carries over. Read by shape in limiter/carry-over.ts, not part of the public type.
+   */
+  private usedAt(nowMs: number): number {
+    checkTime(nowMs);
+    const w = this.rule.windowMs;
+    const index = floorDiv(nowMs, w);
+    if (index >= this.window + 2 || this.previous + this.current === 0) return 0;
+    // Read as decide reads it: a reading earlier than the latest grant counts as no time passing.
+    if (index > this.window) return mulDivCeil(this.current, w - (nowMs - index * w), w);
+    return this.current + mulDivCeil(this.previous, w - Math.max(nowMs - this.window * w, this.offset), w);
+  }
+
   /** A summary for logs and `JSON.stringify`: the algorithm and its rule (never the key's state). */
   override toJSON(): { algorithm: string; rule: Rule } {
     return { algorithm: 'sliding-window-counter', rule: this.rule };

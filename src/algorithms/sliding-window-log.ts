@@ -62,7 +62,9 @@ export class SlidingWindowLog extends Printable implements AccountingAlgorithm {
   /**
    * In debt the log holds more than `limit` live permits (up to twice it, and below 2^53 so the
    * running totals stay exact), the charge logged now as one grant; a request fits again once
-   * enough of them have left, one window later at most.
+   * enough of them have left, one window later at most. Past the bound the oldest permits are
+   * forgiven: they would have left first, so a key that spent more is never better off than one
+   * that spent less (dropping the charge's own permits instead let the oldest leave and serve it sooner).
    */
   charge(nowMs: number, permits: number): Decision {
     checkCharge(permits);
@@ -72,13 +74,16 @@ export class SlidingWindowLog extends Printable implements AccountingAlgorithm {
     const expired = this.firstAbove(0, now - windowMs, 0);
     const base = expired > 0 ? this.at(expired - 1, 1) : this.dropped;
     const live = this.size > 0 ? this.at(this.size - 1, 1) - base : 0;
-    const room = usageBound(limit) - live;
-    if (permits > room) forgive(this);
-    this.drop(expired, base);
-    const logged = room > 0 ? Math.min(permits, room) : 0;
-    if (logged > 0) this.append(now, logged);
+    const bound = usageBound(limit);
+    const logged = Math.min(permits, bound);
+    const kept = Math.min(live, bound - logged);
+    if (live + permits > bound) forgive(this);
+    // The running total through the last permit forgiven: the grant holding it keeps only what follows.
+    const cut = base + live - kept;
+    this.drop(this.firstAbove(1, cut, expired), cut);
+    this.append(now, logged);
     const newest = this.at(this.size - 1, 0);
-    return allow(limit, Math.max(0, limit - live - logged), Math.max(1, Math.ceil(newest + windowMs - now)));
+    return allow(limit, Math.max(0, limit - kept - logged), Math.max(1, Math.ceil(newest + windowMs - now)));
   }
 
   reserve(nowMs: number, permits = 1): Reserved {
@@ -112,6 +117,17 @@ export class SlidingWindowLog extends Printable implements AccountingAlgorithm {
 
   isIdle(nowMs: number): boolean {
     return this.size === 0 || this.at(this.size - 1, 0) + this.rule.windowMs <= nowMs;
+  }
+
+  /**
+   * The whole permits this state counts as used at `nowMs`, debt included (rounded up): what
+   * `reconfigure` carries over. Read by shape in limiter/carry-over.ts, not part of the public type.
+   */
+  private usedAt(nowMs: number): number {
+    checkTime(nowMs);
+    const expired = this.firstAbove(0, this.readAt(nowMs) - this.rule.windowMs, 0);
+    const base = expired > 0 ? this.at(expired - 1, 1) : this.dropped;
+    return this.size > 0 ? this.at(this.size - 1, 1) - base : 0;
   }
 
   /** A summary for logs and `JSON.stringify`: the algorithm and its rule (never the key's state). */

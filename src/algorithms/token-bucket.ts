@@ -175,6 +175,19 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
     return this.units + elapsed * this.plan.perMs >= this.plan.capacity;
   }
 
+  /**
+   * The whole permits this state counts as used at `nowMs`, debt included (rounded up): what
+   * `reconfigure` carries over. Read by shape in limiter/carry-over.ts, not part of the public type.
+   */
+  private usedAt(nowMs: number): number {
+    checkTime(nowMs);
+    const { limit, perToken, capacity } = this.plan;
+    const now = nowMs > this.last ? nowMs : this.last;
+    // Wide: the units toward the next token are less than one, so rounded up they count for nothing.
+    if (this.plan.wide) return limit - refill(this.plan, this.units, this.partial, now - this.last)[0];
+    return ceilDiv(capacity - this.unitsAt(now), perToken);
+  }
+
   /** A summary for logs and `JSON.stringify`: the algorithm and its rule (never the key's state). */
   override toJSON(): { algorithm: string; rule: Rule } {
     return { algorithm: 'token-bucket', rule: this.plan.rule };

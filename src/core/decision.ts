@@ -65,18 +65,23 @@ export function reject(limit: number, remaining: number, retryAfterMs: number, r
 /**
  * The refusal of a new key that found every resident key active (`maxKeys` reached): nothing left,
  * and retry once a key that used its whole limit now would be as new (`emptiedResetAfterMs`), an
- * upper bound on when a resident key that goes quiet frees its slot. Built as one object, not a
- * rejection and then its degraded copy: a flood of new keys against a full table makes one per
- * refused call.
+ * upper bound on when a resident key that goes quiet frees its slot; `resetAfterMs` the same, since
+ * no decision has it below `retryAfterMs`. Built as one object, not a rejection and then its
+ * degraded copy: a flood of new keys against a full table makes one per refused call.
  */
 export function keyTableFull(limit: number, emptiedResetAfterMs: number): Rejected {
-  return { allowed: false, limit, remaining: 0, retryAfterMs: Math.max(1, emptiedResetAfterMs), resetAfterMs: 0, degraded: 'key-table-full' };
+  const retryAfterMs = Math.max(1, emptiedResetAfterMs);
+  return { allowed: false, limit, remaining: 0, retryAfterMs, resetAfterMs: retryAfterMs, degraded: 'key-table-full' };
 }
 
-/** Marks a decision as reached without the limiter's normal state. */
+/**
+ * Marks a decision as reached without the limiter's normal state. Its `resetAfterMs` is raised to
+ * its `retryAfterMs` where it was below (a fallback limiter of the user's, a queue's wait longer
+ * than the refusal it copies): no decision answers a key as new before a request could pass.
+ */
 export function degrade<D extends Decision>(decision: D, degraded: DegradedReason): D {
   // Spelled out rather than spread: a refused flood of new keys makes one of these per call, and
   // object spread is several times slower (bench/HISTORY.md).
   const { allowed, limit, remaining, retryAfterMs, resetAfterMs } = decision;
-  return { allowed, limit, remaining, retryAfterMs, resetAfterMs, degraded } as D;
+  return { allowed, limit, remaining, retryAfterMs, resetAfterMs: resetAfterMs < retryAfterMs ? retryAfterMs : resetAfterMs, degraded } as D;
 }

@@ -1,4 +1,4 @@
-import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
+import type { AccountingAlgorithm, PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
 import { partsOf } from '../algorithms/composite';
 
 /**
@@ -6,9 +6,12 @@ import { partsOf } from '../algorithms/composite';
  * one, at the moment of the switch; returns false, changing nothing, when either state cannot be
  * read without spending (an algorithm without `peek`).
  *
- * What is carried is the permits the old state still counts as used: its limit minus the whole
- * permits it has available now. They are spent in the new state at the switch, capped at the new
- * limit, so nothing already spent is forgiven and a raised limit is available at once. Composites
+ * What is carried is the permits the old state still counts as used, debt included: its limit
+ * minus the whole permits it has available now, and for a key in debt the debt too (read from each
+ * ratekeeper algorithm; a custom one tells only what it has available). They are charged to the new
+ * state at the switch, so nothing spent is forgiven up to the new rule's debt bound (twice its
+ * limit, as any charge), a raised limit is available at once, and switching A to B and back at one
+ * reading leaves a key as it was whenever what it used fits B's bound. Composites
  * with as many parts are carried part by part, so the hourly part keeps its hour when only the
  * per-second part changes. Parts are matched by kind, not position: each new part takes what the
  * old part of the same kind and limit had used; with as many parts, a part left unmatched then takes
@@ -50,15 +53,26 @@ function matchParts(before: readonly PeekableAlgorithm[], after: readonly Peekab
   return source;
 }
 
-/** The permits a state counts as used now: its limit minus the whole permits it has available. */
+/**
+ * The whole permits a state counts as used now, debt included, from the reading every ratekeeper
+ * algorithm keeps for this (`usedAt`); else its limit minus the whole permits it has available.
+ */
 function usedIn(state: PeekableAlgorithm, nowMs: number): number {
+  const { usedAt } = state as { usedAt?: unknown };
+  if (typeof usedAt === 'function') return (usedAt as (nowMs: number) => number).call(state, nowMs);
   const probe = state.peek(nowMs, 1);
   return probe.limit - (probe.allowed ? probe.remaining + 1 : probe.remaining);
 }
 
+/**
+ * Spends `used` in a fresh state: charged (into debt, up to its bound), or without `charge` granted
+ * up to its limit. A wide token bucket in debt may count past 2^53 - 1, which no charge takes, nor
+ * any bound lets in: charged as 2^53 - 1, the same once bounded.
+ */
 function spend(state: PeekableAlgorithm, used: number, nowMs: number): void {
-  const permits = Math.min(used, state.peek(nowMs, 1).limit);
-  if (permits > 0) state.tryAcquire(nowMs, permits);
+  if (used <= 0) return;
+  if (typeof (state as Partial<AccountingAlgorithm>).charge === 'function') (state as AccountingAlgorithm).charge(nowMs, Math.min(used, Number.MAX_SAFE_INTEGER));
+  else state.tryAcquire(nowMs, Math.min(used, state.peek(nowMs, 1).limit));
 }
 
 function isPeekable(state: RateLimitAlgorithm): state is PeekableAlgorithm {

@@ -23,7 +23,7 @@ const FIRST_CAPACITY = 1024;
  */
 export class IdleHeap {
   /** What `pop` returns, filled again by each pop: a pair per pop was much of a flood's allocation. */
-  readonly #popped: Popped = { key: '', state: undefined as unknown as RateLimitAlgorithm };
+  readonly #popped: Popped = { at: 0, key: '', state: undefined as unknown as RateLimitAlgorithm };
   #at: number[] = [];
   #keys: string[] = [];
   #states: RateLimitAlgorithm[] = [];
@@ -72,7 +72,7 @@ export class IdleHeap {
     this.#place(i, at, key, state);
   }
 
-  /** Removes the entry with the earliest `at` and returns its key and state, valid until the next pop. */
+  /** Removes the entry with the earliest `at` and returns it, valid until the next pop. */
   pop(): Readonly<Popped> {
     const popped = this.#popped;
     const lane = this.#earliestLane();
@@ -80,6 +80,7 @@ export class IdleHeap {
       lane.shift(popped);
       return popped;
     }
+    popped.at = this.#at[0] as number;
     popped.key = this.#keys[0] as string;
     popped.state = this.#states[0] as RateLimitAlgorithm;
     const at = this.#at.pop() as number;
@@ -144,6 +145,7 @@ export class IdleHeap {
 
 /** An entry taken out of the heap. */
 interface Popped {
+  at: number;
   key: string;
   state: RateLimitAlgorithm;
 }
@@ -174,6 +176,7 @@ class Lane {
   /** Removes the front entry into `into`; only when not empty. */
   shift(into: Popped): void {
     const head = this.head;
+    into.at = this.at[head] as number;
     into.key = this.#keys[head] as string;
     into.state = this.#states[head] as RateLimitAlgorithm;
     this.#keys[head] = this.#states[head] = undefined; // the slot does not keep a reclaimed state alive

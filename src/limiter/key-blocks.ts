@@ -53,7 +53,12 @@ export class KeyBlocks {
   }
 }
 
-/** What keeps a resident key from being reclaimed while idle: someone waits on it, or it is blocked. */
+/**
+ * What keeps a resident key from being reclaimed while idle: someone waits on it, or it is blocked.
+ * `until` tells when that could end at the earliest: a block's end, or for a line never by itself
+ * (the limiter tells the table when a line ends), so a full table looks at a pinned key again only
+ * then, not every ms.
+ */
 export class KeyPins {
   readonly #waiting: { has(key: string): boolean };
   readonly #blocks: KeyBlocks;
@@ -65,5 +70,10 @@ export class KeyPins {
 
   has(key: string, now: number): boolean {
     return this.#waiting.has(key) || this.#blocks.has(key, now);
+  }
+
+  /** When the pin on `key` could end: undefined when there is none, Infinity while someone waits on it. */
+  until(key: string, now: number): number | undefined {
+    return this.#waiting.has(key) ? Infinity : this.#blocks.until(key, now);
   }
 }

@@ -5,9 +5,15 @@ import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
 import { carryOver } from './carry-over';
 import { IdleHeap } from './idle-heap';
-import { ShardedMap } from './sharded-map';
+import { ShardedMap, shardSeed } from './sharded-map';
 
 type Factory = (key: string) => RateLimitAlgorithm;
+
+/** What keeps keys from being reclaimed (see `KeyPins`): whether one is pinned, and until when at the earliest. */
+interface Pins {
+  has(key: string, now: number): boolean;
+  until(key: string, now: number): number | undefined;
+}
 
 /**
  * Entries examined each time a new key is stored, until the table is first full. Two is the fewest
@@ -45,7 +51,7 @@ export class KeyTable {
    * ("wrong call target") whenever a second limiter swept, and such a call stalled
    * (bench/latency.ts).
    */
-  readonly #pinned: { has(key: string, now: number): boolean };
+  readonly #pinned: Pins;
   /**
    * Once the table has been full (with `maxKeys`), every resident key by the earliest time it could
    * be idle, so that a full table finds an idle key whenever there is one, without a search: a
@@ -54,6 +60,12 @@ export class KeyTable {
    * on it (a heap entry per admission kept reclaimed states alive, and GC took the CPU).
    */
   #idle: IdleHeap | undefined;
+  /**
+   * For the keys remembered again after a change that can make them idle sooner (see `changed`):
+   * the time of the one entry that stands for the key. Its other entries are dropped when they come
+   * up, so however often a key is refunded it keeps at most that entry and the one it had.
+   */
+  #latest = new WeakMap<RateLimitAlgorithm, number>();
   /** The last delay before looking again at a state without `peek` (see `#idleAt`). */
   readonly #delays = new WeakMap<RateLimitAlgorithm, number>();
   /**
@@ -63,13 +75,15 @@ export class KeyTable {
    */
   #lastKey: string | undefined;
   #lastState: RateLimitAlgorithm | undefined;
+  /** The seed of every map of this table, drawn once: one per limiter (see `shardOf`). */
+  readonly #seed = shardSeed();
 
-  constructor(factory: Factory, maxKeys: number, pinned: { has(key: string, now: number): boolean }) {
+  constructor(factory: Factory, maxKeys: number, pinned: Pins) {
     this.#factory = factory;
     this.#maxKeys = maxKeys;
     this.#pinned = pinned;
-    this.#current = new ShardedMap(maxKeys);
-    this.#previous = new ShardedMap(maxKeys);
+    this.#current = new ShardedMap(maxKeys, this.#seed);
+    this.#previous = new ShardedMap(maxKeys, this.#seed);
   }
 
   get size(): number {
@@ -99,27 +113,38 @@ export class KeyTable {
   }
 
   /**
-   * Stores a new key's state, granted at `now` with `resetAfterMs` until it is as new, after
-   * reclaiming a few idle keys; false when the table is full and no key in it is idle.
+   * Makes room for a new key: true when the table has room, after reclaiming a few idle keys (once
+   * full, the idle key that went idle first); false when it is full and no key in it is idle.
    */
-  add(key: string, state: RateLimitAlgorithm, now: number, resetAfterMs: number): boolean {
+  room(now: number): boolean {
     // While the heap is kept, it reclaims: a sweep would leave entries behind for keys it removed.
     if (this.#idle === undefined) this.#sweep(now, SWEEP_PER_NEW_KEY);
-    if (this.size >= this.#maxKeys) this.#reclaimOne(now);
-    if (this.size >= this.#maxKeys) return false;
+    return this.size < this.#maxKeys || this.#idleKey(now, true);
+  }
+
+  /**
+   * Whether `room` would find room now, changing nothing any decision depends on: `peek` answers
+   * what `tryAcquire` would, so a new key that `tryAcquire` would refuse is refused by `peek` too.
+   */
+  hasRoom(now: number): boolean {
+    return this.size < this.#maxKeys || this.#idleKey(now, false);
+  }
+
+  /** Stores a new key's state, granted at `now` with `resetAfterMs` until it is as new; after `room`. */
+  store(key: string, state: RateLimitAlgorithm, now: number, resetAfterMs: number): void {
     this.#current.set(key, state);
     // A custom algorithm's reset is taken as it comes, but never as earlier than now, nor NaN.
     const at = now + resetAfterMs;
     this.#remember(at > now ? at : now, key, state, true);
-    return true;
   }
 
   /**
-   * Removes one idle key, if any is resident, taking keys in the order they could go idle. Each
-   * entry that comes up too early (its key was used since) is pushed again at the key's true idle
-   * time, so it comes up again only after another grant: the work is a few heap steps per grant.
+   * Finds an idle key, if any is resident, taking keys in the order they could go idle, and removes
+   * it when `remove` is set (else leaves its entry first in line). Each entry that comes up too early
+   * (its key was used since) is pushed again at the key's true idle time, so it comes up again only
+   * after another grant: the work is a few heap steps per grant.
    */
-  #reclaimOne(now: number): void {
+  #idleKey(now: number, remove: boolean): boolean {
     const idle = (this.#idle ??= this.#idleHeap(now));
     for (;;) {
       if (!idle.hasDue(now)) {
@@ -127,25 +152,28 @@ export class KeyTable {
         // than the state it is carried to (a shorter window): carry such keys over, each remembered
         // from the switch on and so looked at next, until one is idle or none is left.
         const old = this.#previous.size === 0 ? undefined : this.#previous.nextEntry();
-        if (old === undefined) return;
+        if (old === undefined) return false;
         this.#carry(...old);
         continue;
       }
-      const { key, state } = idle.pop();
+      const { at, key, state } = idle.pop();
       // Most entries that come up are of idle keys: judged first, each costs one lookup of its key.
       if (this.#forgettable(key, state, now)) {
-        if (this.#current.deleteIf(key, state)) {
-          this.#removed(key);
-          return;
+        if (this.#current.get(key) === state) {
+          if (!remove) this.#look(now, key, state);
+          else if (this.#current.deleteIf(key, state)) this.#removed(key);
+          return true;
         }
       } else if (this.#current.get(key) === state) {
-        idle.push(this.#idleAt(state, now), key, state);
+        const latest = this.#latest.get(state);
+        if (latest === undefined || latest === at) this.#again(key, state, now);
         continue;
       }
       if (this.#previous.size > 0 && this.#previous.get(key) === state) {
         if (this.#forgettable(key, state, this.#switchedAt)) {
-          this.#previous.delete(key);
-          return;
+          if (remove) this.#previous.delete(key);
+          else idle.push(this.#switchedAt, key, state);
+          return true;
         }
         this.#carry(key, state); // remembered again under its new state, from the switch on
       }
@@ -156,6 +184,7 @@ export class KeyTable {
   /** Every resident key by the earliest time it could be idle: one pass, when the table first fills. */
   #idleHeap(now: number): IdleHeap {
     const idle = new IdleHeap();
+    this.#latest = new WeakMap();
     for (const [key, state] of this.#previous) idle.push(this.#switchedAt, key, state);
     for (const [key, state] of this.#current) idle.push(state.isIdle(now) ? now : this.#idleAt(state, now), key, state);
     return idle;
@@ -183,7 +212,43 @@ export class KeyTable {
     if (idle.size > 2 * this.#maxKeys + 1024) idle.retain((k, st) => this.#current.get(k) === st || this.#previous.get(k) === st);
   }
 
-  /** Switches to a new factory at `now`; keys are carried over lazily (see the class comment). */
+  /**
+   * Remembers a resident key again after a change that may make it idle sooner than its entry
+   * says (a refund, the end of its waiting line; a grant or a charge only moves that moment later),
+   * so that a full table finds it idle when it is, however it became so. An entry already as early
+   * stands for it.
+   */
+  changed(key: string, now: number): void {
+    const state = this.#current.get(key);
+    if (this.#idle === undefined || state === undefined) return;
+    const at = state.isIdle(now) ? now : this.#idleAt(state, now);
+    const latest = this.#latest.get(state);
+    if (latest !== undefined && latest <= at) return;
+    this.#latest.set(state, at);
+    this.#remember(at, key, state, false);
+  }
+
+  /**
+   * Remembers a resident key not forgettable now for when it could be: its idle time, or its block's
+   * end if later. A key someone waits on is remembered again only when its line ends (`changed`):
+   * pushed again each ms, blocked idle keys stalled every newcomer (bench/HISTORY.md).
+   */
+  #again(key: string, state: RateLimitAlgorithm, now: number): void {
+    const pinned = this.#pinned.until(key, now);
+    if (pinned === Infinity) {
+      this.#latest.delete(state);
+      return;
+    }
+    const at = this.#idleAt(state, now);
+    this.#look(pinned !== undefined && pinned > at ? pinned : at, key, state);
+  }
+
+  /** Pushes a resident key's entry again at `at`, the one that stands for it if it was remembered again. */
+  #look(at: number, key: string, state: RateLimitAlgorithm): void {
+    if (this.#latest.has(state)) this.#latest.set(state, at);
+    (this.#idle as IdleHeap).push(at, key, state);
+  }
+
   /** Forgets a key, resident or from before the last reconfiguration: it is as if never seen. */
   delete(key: string): void {
     this.#current.delete(key);
@@ -191,11 +256,12 @@ export class KeyTable {
     this.#removed(key);
   }
 
+  /** Switches to a new factory at `now`; keys are carried over lazily (see the class comment). */
   reconfigure(factory: Factory, now: number): void {
     // Keys still waiting from an earlier switch are carried over to that switch first, at its time.
     for (const [key, old] of this.#previous) this.#carry(key, old);
     this.#previous = this.#current;
-    this.#current = new ShardedMap(this.#maxKeys);
+    this.#current = new ShardedMap(this.#maxKeys, this.#seed);
     this.#lastKey = this.#lastState = undefined; // every key left `#current`
     this.#factory = factory;
     this.#switchedAt = now;
@@ -280,7 +346,8 @@ export class KeyTable {
 /**
  * The earliest time after `now` at which a state not forgettable now (active, or waited on) could be:
  * its reset time, read without spending from a refusal, which reports the key's state as it is.
- * Undefined when it cannot be read so (no `peek`).
+ * Undefined when it cannot be read so (no `peek`, or one that refuses nothing: the state is idle, or
+ * blocked rather than spent).
  */
 function idleAt(state: RateLimitAlgorithm, now: number): number | undefined {
   const next = now + 1;
@@ -300,7 +367,9 @@ function idleAt(state: RateLimitAlgorithm, now: number): number | undefined {
     const available = probe.allowed ? probe.remaining + 1 : probe.remaining;
     // A request for one more than is available is refused, so it tells the reset as things stand.
     const refusal = probe.allowed ? (available < probe.limit ? s.peek(now, available + 1) : probe) : probe;
-    return refusal.allowed ? next : Math.max(next, now + refusal.resetAfterMs);
+    // Refused nothing though not idle (a custom algorithm whose peek and isIdle disagree): no time to tell.
+    if (refusal.allowed) return undefined;
+    return Math.max(next, now + refusal.resetAfterMs);
   } catch {
     return next; // a custom algorithm whose peek throws
   }
@@ -316,9 +385,11 @@ export function checkFactory(algorithm: unknown): void {
 /**
  * Refuses a new key because every resident key is active. The retry hint is how long a key
  * emptied now stays active: an upper bound on when a resident key that goes quiet frees its slot.
+ * `fresh` is the key's state, not stored, which has spent `spent` permits at `now` (its `decision`
+ * told the limit); it is spent down to empty here.
  */
-export function tableFull(fresh: RateLimitAlgorithm, granted: Decision, permits: number, now: number): Decision {
-  const { limit } = granted;
-  const emptied = permits < limit ? fresh.tryAcquire(now, limit - permits) : granted;
+export function tableFull(fresh: RateLimitAlgorithm, decision: Decision, spent: number, now: number): Decision {
+  const { limit } = decision;
+  const emptied = spent < limit ? fresh.tryAcquire(now, limit - spent) : decision;
   return keyTableFull(limit, emptied.resetAfterMs);
 }

@@ -1,7 +1,7 @@
 import { checkCharge, type Receipt } from '../algorithms/accounting';
 import type { AccountingAlgorithm, PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
 import { type Clock, systemClock } from '../core/clock';
-import { type Decision, degrade, type Rejected, reject } from '../core/decision';
+import { type Decision, type Rejected, reject } from '../core/decision';
 import { typeError } from '../core/errors';
 import { Closable } from '../core/symbols';
 import { checkPermits, checkReading, checkString, describe, finiteNumber, integerIn } from '../core/validate';
@@ -128,10 +128,11 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
   }
 
   /**
-   * What `tryAcquire(key, permits)` would answer now (a block included), spending nothing and
-   * storing no key. `permits` 0 answers the state now, for a dashboard: `remaining` is the whole
-   * permits available now, `resetAfterMs` the time until the key is as new, and `allowed` is false
-   * only while the key is blocked.
+   * What `tryAcquire(key, permits)` would answer now (a block included, and the `'key-table-full'`
+   * refusal of a new key a full table could not store), spending nothing and storing no key.
+   * `permits` 0 answers the state now, for a dashboard: `remaining` is the whole permits available
+   * now, `resetAfterMs` the time until the key is as new, and `allowed` is false only while the key
+   * is blocked, or for a new key the table could not store (that same refusal).
    * @throws as `tryAcquire` does; TypeError when the key's algorithm has no `peek`.
    *
    * @example
@@ -175,7 +176,8 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * beyond that the key goes into debt, at most one full limit deep (the rest is forgiven), and is
    * refused until the debt is repaid, with exact `retryAfterMs`. Returns the key's state after, as
    * `peek(key, 0)` would without a block. A new key that finds the table full of active keys is
-   * not stored: the charge is lost and the answer says `degraded: 'key-table-full'`.
+   * not stored: the charge is lost, and the answer is the `'key-table-full'` refusal (`allowed`
+   * false, `remaining` 0), never a grant-shaped answer for a count that was not kept.
    * @throws TypeError for a non-string key or an algorithm without `charge`; RangeError when
    * `permits` is not a positive safe integer.
    *
@@ -193,8 +195,11 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     const state = this.#stateOf(key);
     if (state !== undefined) return capable(state, 'charge').charge(now, permits);
     const fresh = capable(this.#fresh(key), 'charge');
+    // Room first: a charge that could not be kept must not answer as if it had been.
+    if (!this.#table.room(now)) return tableFull(fresh, fresh.peek(now, 0), 0, now);
     const decision = fresh.charge(now, permits);
-    return this.#table.add(key, fresh, now, decision.resetAfterMs) ? decision : degrade(decision, 'key-table-full');
+    this.#table.store(key, fresh, now, decision.resetAfterMs);
+    return decision;
   }
 
   /**
@@ -252,7 +257,10 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     const accounts = capable(state, 'reserve');
     const { decision, receipt } = accounts.reserve(now, permits);
     if (receipt === undefined) return new KeyReservation(decision, undefined);
-    if (!stored && !this.#table.add(key, state, now, decision.resetAfterMs)) return new KeyReservation(tableFull(state, decision, permits, now), undefined);
+    if (!stored) {
+      if (!this.#table.room(now)) return new KeyReservation(tableFull(state, decision, permits, now), undefined);
+      this.#table.store(key, state, now, decision.resetAfterMs);
+    }
     return new KeyReservation(decision, { ledger: this.#ledger, key, permits, state: accounts, receipt });
   }
 
@@ -283,18 +291,31 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
         return Promise.reject(error);
       }
     }
-    return this.#waiting.acquire(key, permits, options);
+    const waited = this.#waiting.acquire(key, permits, options);
+    // A key waited on is pinned, and a full table stops looking at it: once its line ends, it must look again.
+    if (this.#maxKeys !== Infinity) waited.then(this.#lineMayEnd(key), this.#lineMayEnd(key));
+    return waited;
+  }
+
+  /**
+   * Called as an `acquire` ends: if its key's line ended with it, the key can be reclaimed again. At
+   * the latest reading, not a new one: a clock that throws here would reject a promise no one holds.
+   */
+  #lineMayEnd(key: string): () => void {
+    return () => {
+      if (!this.#waiting.has(key)) this.#table.changed(key, this.#latest);
+    };
   }
 
   /**
    * Switches to a new factory without losing what was spent: each resident key's state is carried
    * over to a fresh state from `algorithm`, as measured now. The permits a key still counts as used
-   * (its old limit minus what it has available) are spent in the new state at this moment, capped
-   * at the new limit; composites carry over part by part, each new part taking what the matching
+   * (its old limit minus what it has available, debt included) are charged to the new state at this
+   * moment, into debt past the new limit, up to its debt bound (twice the limit); composites carry over part by part, each new part taking what the matching
    * old part (same algorithm and limit; with as many parts, else the same algorithm, else the same
    * place) used, or else the most any old part used. Keys are carried over lazily, on first use or as the
    * table is swept, so this call touches no key, except keys an earlier switch has not carried yet:
-   * those are carried over first, one pass over them (288 ms for 300 000 keys). Waiters are tried
+   * those are carried over first, one pass over them (docs/limiter.md). Waiters are tried
    * again at once under the new rule. A custom algorithm without `peek` keeps its state until it is idle.
    *
    * @example
@@ -350,11 +371,19 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     }
   }
 
-  /** `peek` for any key: not resident (nothing is stored), from before a reconfiguration, blocked. */
+  /**
+   * `peek` for any key: not resident (nothing is stored), from before a reconfiguration, blocked. A
+   * new key answers what `tryAcquire` would: refused as `'key-table-full'` when it could not be stored.
+   */
   #peekAny(key: string, permits: number, now: number): Decision {
-    const state = this.#stateOf(key) ?? this.#fresh(key);
+    const resident = this.#stateOf(key);
+    const state = resident ?? this.#fresh(key);
     const decision = capable(state, 'peek').peek(now, permits);
-    return this.#mayBlock ? (this.#blocked(key, now, decision) ?? decision) : decision;
+    const blocked = this.#mayBlock ? this.#blocked(key, now, decision) : undefined;
+    if (blocked !== undefined) return blocked;
+    // The fresh state is not stored: tableFull may spend from it.
+    if (resident === undefined && decision.allowed && !this.#table.hasRoom(now)) return tableFull(state, decision, 0, now);
+    return decision;
   }
 
   /** A resident key's state (carried over to the current rule if it was from before a reconfiguration). */
@@ -398,6 +427,7 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     const current = this.#stateOf(key);
     if (current === state && actual < reserved) {
       state.refund(now, receipt, reserved - actual);
+      this.#table.changed(key, now);
       this.#waiting.wake(key);
     }
     const after = current ?? this.#fresh(key);
@@ -451,8 +481,10 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     checkState(state);
     // Decide before storing: a bad argument throws here and leaves the table as it was.
     const decision = state.tryAcquire(now, permits);
-    if (!decision.allowed || this.#table.add(key, state, now, decision.resetAfterMs)) return decision;
-    return tableFull(state, decision, permits, now);
+    if (!decision.allowed) return decision;
+    if (!this.#table.room(now)) return tableFull(state, decision, permits, now);
+    this.#table.store(key, state, now, decision.resetAfterMs);
+    return decision;
   }
 }
 

@@ -31,11 +31,17 @@ export class ShardedMap<V> {
   /** Where `nextEntry` resumes: a live iterator of one map, and which shard that is. */
   #hand: Iterator<[string, V]> | undefined;
   #handShard = 0;
+  /** The hash's seed (see `shardOf`): keys cannot be chosen ahead to share a shard. */
+  readonly seed: number;
 
-  /** @param mostEntries the most entries the map will hold, when bounded: it sizes the shards. */
-  constructor(mostEntries = Infinity) {
+  /**
+   * @param mostEntries the most entries the map will hold, when bounded: it sizes the shards.
+   * @param seed the hash's seed: one per limiter, drawn at random by default.
+   */
+  constructor(mostEntries = Infinity, seed = shardSeed()) {
     // The fewest shards of at most SPLIT_AT entries each when full; none when the map never splits.
     this.#bits = Math.min(MAX_SHARD_BITS, Math.max(0, Math.ceil(Math.log2(mostEntries / SPLIT_AT))));
+    this.seed = seed;
   }
 
   get size(): number {
@@ -91,7 +97,7 @@ export class ShardedMap<V> {
   }
 
   #mapOf(key: string): Map<string, V> {
-    return this.#whole ?? (this.#shards[shardOf(key, this.#bits)] as Map<string, V>);
+    return this.#whole ?? (this.#shards[shardOf(key, this.#bits, this.seed)] as Map<string, V>);
   }
 
   #split(whole: Map<string, V>): void {
@@ -103,13 +109,26 @@ export class ShardedMap<V> {
 }
 
 /**
- * The shard of a key among `2^bits`: the top bits of its 32-bit FNV-1a hash. Every character counts,
- * so keys that differ anywhere (`user:1`, `user:2`; a shared suffix such as a route) spread over all
- * shards. Returns the index, not the hash: a hash past 2^30 is no small integer, and returned it was
- * a heap number allocated per lookup (16 B of a flood call's ~300).
+ * The shard of a key among `2^bits`: the top bits of a 32-bit FNV-1a hash started from `seed`, then
+ * mixed (murmur3's finalizer) so that the top bits depend on every bit of the seed and of the key.
+ * Every character counts, so keys that differ anywhere (`user:1`, `user:2`; a shared suffix such as
+ * a route) spread over all shards; and unseeded, keys could be crafted offline to share one shard,
+ * whose rebuilds stall calls again (SECURITY.md). Returns the index, not the hash: a hash past 2^30
+ * is no small integer, and returned it was a heap number allocated per lookup (16 B of a flood
+ * call's ~300).
  */
-function shardOf(key: string, bits: number): number {
-  let hash = 0x811c9dc5;
+export function shardOf(key: string, bits: number, seed: number): number {
+  let hash = seed;
   for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 0x01000193);
-  return hash >>> (32 - bits);
+  hash = Math.imul(hash ^ (hash >>> 16), 0x85ebca6b);
+  hash = Math.imul(hash ^ (hash >>> 13), 0xc2b2ae35);
+  return (hash ^ (hash >>> 16)) >>> (32 - bits);
+}
+
+/**
+ * A random 32-bit seed. `Math.random` rather than `crypto`: the core uses nothing outside the
+ * language, and the seed only has to be unknown to whoever chooses keys, who never sees its output.
+ */
+export function shardSeed(): number {
+  return (Math.random() * 2 ** 32) >>> 0;
 }

@@ -1,10 +1,12 @@
 // The contract: every decision's resetAfterMs is at least its retryAfterMs (a key back to new admits
 // any request). Checked for every algorithm and for composites of mixed algorithms and rules, on
-// clocks that read fractions of a millisecond and step backwards, for rules across the domain.
+// clocks that read fractions of a millisecond and step backwards, for rules across the domain; and
+// for what limiters answer of them (a full table, a block, a full queue, an outage).
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { Composite, Rule, SlidingWindowLog, type AccountingAlgorithm, type Decision } from '../../src/index';
-import { algorithms } from '../support/algorithms';
+import { Composite, KeyedRateLimiter, ManualScheduler, Rule, SlidingWindowLog, type AccountingAlgorithm, type Decision, type Reservation } from '../../src/index';
+import { outagePolicy, peekOutagePolicy } from '../../src/redis/outage-policy';
+import { algorithms, composites } from '../support/algorithms';
 
 const MAX = Number.MAX_SAFE_INTEGER;
 
@@ -72,4 +74,66 @@ it('Composite: a hit at a reading a hair past 0 is refused until 2 and new at 2,
   composite.tryAcquire(5e-324);
   // 5e-324 + 1 rounds to the reading 1, at which the hit (leaving at 1 + 5e-324) is still there.
   expect(composite.peek(5e-324, 1)).toEqual({ allowed: false, limit: 1, remaining: 0, retryAfterMs: 2, resetAfterMs: 2 });
+});
+
+// The same law for the decisions a limiter makes of its algorithms' answers: a full table's refusal,
+// a block's, a full queue's, and the outage policy's answers, a fallback limiter's included.
+describe('every decision a limiter answers, degraded ones included', () => {
+  const kinds = [...algorithms, ...composites];
+  const keyArb = fc.integer({ min: 0, max: 4 }).map((k) => `k${k}`);
+  const limiterOpArb = fc.oneof(
+    fc.record({ kind: fc.constantFrom('acquire', 'peek', 'charge', 'reserve', 'wait'), key: keyArb, permits: fc.integer({ min: 0, max: 7 }), dt: fc.integer({ min: -20, max: 400 }) }),
+    fc.record({ kind: fc.constant('block'), key: keyArb, permits: fc.integer({ min: 0, max: 900 }), dt: fc.constant(0) }),
+    fc.record({ kind: fc.constant('settle'), key: keyArb, permits: fc.integer({ min: 0, max: 7 }), dt: fc.constant(0) }),
+  );
+
+  test.prop([fc.integer({ min: 0, max: kinds.length - 1 }), fc.integer({ min: 1, max: 3 }), fc.array(limiterOpArb, { maxLength: 80, size: 'max' })], { numRuns: 300 })(
+    'KeyedRateLimiter with maxKeys, blocks and maxWaiters: resetAfterMs is never less than retryAfterMs',
+    async (kind, maxKeys, ops) => {
+      const scheduler = new ManualScheduler(1_764_000_000_000);
+      const limit = 4;
+      const limiter = new KeyedRateLimiter({ algorithm: () => (kinds[kind] as (typeof kinds)[number]).make(new Rule(limit, 300)), clock: scheduler, maxKeys, maxWaiters: 1 });
+      const reservations: Reservation[] = [];
+      const waits: Promise<Decision>[] = [];
+      for (const { kind, key, permits, dt } of ops) {
+        if (dt > 0) scheduler.advance(dt);
+        const request = Math.min(limit, Math.max(1, permits));
+        let decision: Decision | undefined;
+        if (kind === 'acquire') decision = limiter.tryAcquire(key, request);
+        else if (kind === 'peek') decision = limiter.peek(key, Math.min(limit, permits));
+        else if (kind === 'charge') decision = limiter.charge(key, request);
+        else if (kind === 'reserve') reservations.push(limiter.reserve(key, request));
+        else if (kind === 'settle') decision = reservations.shift()?.settle(permits);
+        else if (kind === 'block') limiter.block(key, permits);
+        else waits.push(limiter.acquire(key, request, { maxWaitMs: 500 }));
+        if (decision !== undefined) expectOrdered(decision, `${kind}(${key}, ${permits})`);
+      }
+      for (const reservation of reservations) expectOrdered(reservation.decision, 'reserve');
+      scheduler.advance(10_000);
+      for (const decision of await Promise.all(waits)) expectOrdered(decision, 'acquire');
+    },
+  );
+
+  const rule = new Rule(5, 1000);
+  const answerArb = fc.record({
+    allowed: fc.boolean(),
+    limit: fc.constant(5),
+    remaining: fc.integer({ min: 0, max: 5 }),
+    retryAfterMs: fc.integer({ min: 0, max: 5000 }),
+    resetAfterMs: fc.integer({ min: 0, max: 5000 }),
+  }).map((d) => (d.allowed ? { ...d, retryAfterMs: 0 } : { ...d, retryAfterMs: Math.max(1, d.retryAfterMs) }) as Decision);
+
+  test.prop([fc.constantFrom('allow', 'deny', 'sync', 'async', 'throws'), answerArb, fc.integer({ min: 0, max: 5 }), fc.boolean()])(
+    "the outage policy's answers ('allow', 'deny', a fallback limiter's, a failed fallback's, and peek's): resetAfterMs is never less than retryAfterMs",
+    async (kind, answer, permits, peeking) => {
+      const fallback = {
+        tryAcquire: () => (kind === 'throws' ? (() => { throw new Error('down too'); })() : kind === 'async' ? Promise.resolve(answer) : answer),
+        peek: () => answer,
+      };
+      const policy = kind === 'allow' || kind === 'deny' ? kind : fallback;
+      const context = { rule, timeoutMs: 100, report: () => {} };
+      const decide = peeking ? peekOutagePolicy(policy, context) : outagePolicy(policy, context);
+      expectOrdered(await decide(new Error('store down'), 'k', peeking ? permits : Math.max(1, permits)), `${kind} ${JSON.stringify(answer)}`);
+    },
+  );
 });

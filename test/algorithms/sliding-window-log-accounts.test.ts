@@ -37,9 +37,10 @@ class PerPermitLog {
   charge(nowMs: number, permits: number): Decision {
     const now = this.readAt(nowMs);
     const live = this.live(now);
-    const room = 2 * this.limit - live.length;
-    if (permits > room) this.forgiven++;
-    this.times = [...live, ...Array<number>(Math.max(0, Math.min(permits, room))).fill(now)];
+    const bound = 2 * this.limit;
+    if (live.length + permits > bound) this.forgiven++;
+    // Past the bound the oldest permits are forgiven: the newest `bound` stay.
+    this.times = [...live, ...Array<number>(Math.min(permits, bound)).fill(now)].slice(-bound);
     const newest = this.times.at(-1) as number;
     return allow(this.limit, Math.max(0, this.limit - this.times.length), Math.ceil(newest + this.windowMs - now));
   }
@@ -114,12 +115,26 @@ describe('SlidingWindowLog accounts, one entry per grant, against a log of one t
     expect(log.peek(1000, 0).remaining).toBe(6);
   });
 
-  it('debt holds twice the limit in entries, one per charge at its own reading', () => {
+  it('debt holds twice the limit in entries, one per charge at its own reading; past it the oldest are forgiven', () => {
     const log = new SlidingWindowLog(new Rule(3, 100));
     for (let t = 0; t < 8; t++) log.charge(t, 1);
-    expect(log.peek(7, 0)).toEqual(allow(3, 0, 98)); // 6 logged at 0..5 (the bound), as new at 105
-    expect(log.tryAcquire(7).retryAfterMs).toBe(96); // four must leave: the fourth, at 3, leaves at 103
-    expect(log.tryAcquire(102).allowed).toBe(false);
-    expect(log.tryAcquire(103).allowed).toBe(true);
+    expect(log.peek(7, 0)).toEqual(allow(3, 0, 100)); // the newest 6 (the bound), at 2..7: as new at 107
+    expect(log.tryAcquire(7).retryAfterMs).toBe(98); // four must leave: the fourth, at 5, leaves at 105
+    expect(log.tryAcquire(104).allowed).toBe(false);
+    expect(log.tryAcquire(105).allowed).toBe(true);
+  });
+
+  it('a key that spent more is never served before its twin: a charge past the bound forgives the oldest permits, not its own', () => {
+    const log = new SlidingWindowLog(new Rule(5, 1000));
+    const twin = new SlidingWindowLog(new Rule(5, 1000));
+    const reservation = log.reserve(0, 1).receipt!;
+    for (const at of [0, 1]) {
+      log.charge(at, 5);
+      twin.charge(at, 5);
+    }
+    log.refund(1, reservation, 1); // voided by the charge that reached the bound: nothing comes back
+    expect(log.tryAcquire(1000)).toEqual(twin.tryAcquire(1000));
+    expect(log.tryAcquire(1000).allowed).toBe(false);
+    expect(log.peek(1001, 0)).toEqual(twin.peek(1001, 0));
   });
 });

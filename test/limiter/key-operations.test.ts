@@ -171,10 +171,10 @@ describe('operations need an algorithm that keeps accounts', () => {
     expect(limiter.size).toBe(0);
   });
 
-  it('charges a new key even into debt; a full table of active keys loses the charge and says so', () => {
+  it('charges a new key even into debt; a full table of active keys loses the charge and says so with a refusal', () => {
     const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)), clock: new ManualClock(), maxKeys: 1 });
     limiter.charge('a', 1);
-    expect(limiter.charge('b', 1)).toMatchObject({ allowed: true, degraded: 'key-table-full' });
+    expect(limiter.charge('b', 1)).toMatchObject({ allowed: false, remaining: 0, degraded: 'key-table-full' });
     expect(limiter.size).toBe(1);
   });
 });

@@ -41,7 +41,7 @@ describe('KeyedRateLimiter', () => {
     clock.advance(200);
     limiter.tryAcquire('b');
     const refused = limiter.tryAcquire('c');
-    expect(refused).toEqual({ allowed: false, limit: 2, remaining: 0, retryAfterMs: 1000, resetAfterMs: 0, degraded: 'key-table-full' });
+    expect(refused).toEqual({ allowed: false, limit: 2, remaining: 0, retryAfterMs: 1000, resetAfterMs: 1000, degraded: 'key-table-full' });
     expect(limiter.size).toBe(2);
     clock.advance(300); // 'a' is full again at 500 ms; 'b' is not
     expect(limiter.tryAcquire('c')).toMatchObject({ allowed: true, remaining: 1 });

@@ -335,6 +335,37 @@ describe.each([...algorithms, ...composites])('$name', ({ make }) => {
       expectTwins(c.rule, probes, blocked, twin);
     },
   );
+
+  test.prop([
+    caseArb,
+    fc.boolean(),
+    fc.integer({ min: 1, max: 1_000_000 }),
+    fc.array(fc.record({ dt: fc.integer({ min: 0, max: 800 }), permits: fc.integer({ min: 1, max: 1_000_000 }) }), { maxLength: 6 }),
+    probesArb,
+  ])(
+    'more spending never leaves a key better off: a charge, or a reservation cancelled after charges, never makes a later request pass that the twin refuses',
+    (c, reserving, size, charges, probes) => {
+      const more = build(c);
+      const twin = build(c);
+      const extra = sizeOf(c.rule, size);
+      const reservation = reserving ? more.limiter.reserve('k', extra) : (more.limiter.charge('k', extra), undefined);
+      for (const { dt, permits } of charges) {
+        for (const { limiter, clock } of [more, twin]) {
+          clock.advance(dt);
+          limiter.charge('k', 1 + (permits % (3 * c.rule.limit)));
+        }
+      }
+      reservation?.cancel(); // gives back only what is still counted: never below the twin
+      for (const { dt, size: asked } of probes) {
+        more.clock.advance(dt);
+        twin.clock.advance(dt);
+        const permits = sizeOf(c.rule, asked);
+        if (more.limiter.peek('k', permits).allowed) expect(twin.limiter.peek('k', permits).allowed).toBe(true);
+        const [left, leftTwin] = [more.limiter.peek('k', 0), twin.limiter.peek('k', 0)];
+        if (left.limit === leftTwin.limit) expect(left.remaining).toBeLessThanOrEqual(leftTwin.remaining);
+      }
+    },
+  );
 });
 
 /** A decision is no better than another: not allowed where it is refused, no more left, no sooner retry. */

@@ -2,10 +2,12 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import {
   Composite,
+  FixedWindow,
   KeyedRateLimiter,
   ManualClock,
   ManualScheduler,
   Rule,
+  SlidingWindowCounter,
   SlidingWindowLog,
   TokenBucket,
   type PeekableAlgorithm,
@@ -161,8 +163,11 @@ describe('reconfigure', () => {
     const limiter = new KeyedRateLimiter({ algorithm: () => new SlidingWindowLog(Rule.perHour(100)), clock });
     limiter.tryAcquire('k', 70);
     limiter.reconfigure(() => new Composite([new TokenBucket(Rule.perSecond(10)), new SlidingWindowLog(Rule.perHour(100))]));
-    // The per-second part has no match and takes the most used, capped at its limit; the hour keeps its 70.
-    expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false, limit: 10, remaining: 0 });
+    // The per-second part has no match and takes the most used, as a charge: 70, past its debt bound
+    // of 20, leaves it 10 in debt (a second to repay); the hour keeps its 70.
+    expect(limiter.tryAcquire('k')).toMatchObject({ allowed: false, limit: 10, remaining: 0, retryAfterMs: 1100 });
+    clock.advance(1000);
+    expect(limiter.tryAcquire('k', 10).allowed).toBe(false);
     for (let s = 0; s < 3; s++) {
       clock.advance(1000);
       expect(limiter.tryAcquire('k', 10).allowed).toBe(true);
@@ -183,14 +188,15 @@ describe('reconfigure', () => {
     }
   });
 
-  it('makes a raised limit available at once, and a lowered one refuses until the spent permits drain', () => {
+  it('makes a raised limit available at once, and a lowered one refuses until the spent permits drain, past the new limit as debt', () => {
     const clock = new ManualClock();
     const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(10)), clock });
     limiter.tryAcquire('up', 8);
     limiter.tryAcquire('down', 8);
     limiter.reconfigure((key) => new TokenBucket(Rule.perSecond(key === 'up' ? 20 : 4)));
     expect(limiter.tryAcquire('up', 12)).toMatchObject({ allowed: true, remaining: 0 });
-    expect(limiter.tryAcquire('down')).toMatchObject({ allowed: false, limit: 4, retryAfterMs: 250 });
+    // 8 spent under 4 per second: 4 over the new limit, carried as debt, repaid before the next token.
+    expect(limiter.tryAcquire('down')).toMatchObject({ allowed: false, limit: 4, retryAfterMs: 1250 });
   });
 
   it('touches no key when it switches, and tries waiting callers again at once under the new rule', async () => {
@@ -221,6 +227,63 @@ describe('reconfigure', () => {
     limiter.evictIdle();
     expect(limiter.tryAcquire('k')).toMatchObject({ allowed: true, limit: 5 });
   });
+
+  it('carries debt over: a charge past the limit still counts under the same rule, and under a raised one', () => {
+    const debtor = (make: () => RateLimitAlgorithm, to: () => RateLimitAlgorithm) => {
+      const clock = new ManualClock(1_764_000_000_000);
+      const limiter = new KeyedRateLimiter({ algorithm: make, clock });
+      const twin = new KeyedRateLimiter({ algorithm: make, clock });
+      limiter.charge('u', 20);
+      twin.charge('u', 20);
+      limiter.reconfigure(to);
+      return { limiter, twin };
+    };
+    for (const make of [() => new TokenBucket(Rule.perSecond(10)), () => new SlidingWindowCounter(Rule.perSecond(10))]) {
+      const { limiter, twin } = debtor(make, make);
+      // The twin that never reconfigured: 1100 ms for the token bucket, 1550 for the sliding counter.
+      expect(limiter.peek('u')).toEqual(twin.peek('u'));
+      expect(limiter.peek('u').retryAfterMs).toBe(make() instanceof TokenBucket ? 1100 : 1550);
+    }
+    for (const make of [() => new FixedWindow(Rule.perMinute(10)), () => new SlidingWindowLog(Rule.perMinute(10)), () => new TokenBucket(Rule.perMinute(10))]) {
+      const { limiter } = debtor(make, () => new TokenBucket(Rule.perMinute(100)));
+      expect(limiter.peek('u', 0)).toMatchObject({ limit: 100, remaining: 80 });
+    }
+  });
+
+  test.prop([
+    fc.record({ from: fc.constantFrom(...cases), to: fc.constantFrom(...cases), ruleA: ruleArb(1), ruleB: ruleArb(1) }),
+    fc.array(fc.record({ charge: fc.boolean(), permits: fc.integer({ min: 1, max: 12 }) }), { maxLength: 6 }),
+    fc.integer({ min: 0, max: 5000 }),
+    fc.array(fc.record({ dt: fc.integer({ min: 0, max: 3000 }), permits: fc.integer({ min: 1, max: 8 }) }), { maxLength: 25, size: 'max' }),
+  ])(
+    'switching A to B and back at one reading leaves the key as the twin that never reconfigured, whenever its usage fits B',
+    (pair, spends, start, after) => {
+      const clock = new ManualClock(1_764_000_000_000 + start);
+      const make = () => pair.from.make(pair.ruleA);
+      const limiter = new KeyedRateLimiter({ algorithm: make, clock });
+      const twin = new KeyedRateLimiter({ algorithm: make, clock });
+      let used = 0; // at one reading nothing is repaid: what was granted or charged, up to A's debt bound
+      for (const { charge, permits } of spends) {
+        if (charge) {
+          expect(limiter.charge('k', permits)).toEqual(twin.charge('k', permits));
+          used = Math.min(used + permits, 2 * pair.ruleA.limit);
+        } else if (permits <= pair.ruleA.limit && limiter.tryAcquire('k', permits).allowed) {
+          twin.tryAcquire('k', permits);
+          used += permits;
+        }
+      }
+      fc.pre(used <= 2 * pair.ruleB.limit);
+      limiter.reconfigure(() => pair.to.make(pair.ruleB));
+      expect(limiter.peek('k', 0).remaining).toBe(Math.max(0, pair.ruleB.limit - used)); // carried over, debt included
+      limiter.reconfigure(make);
+      for (const { dt, permits } of after) {
+        clock.advance(dt);
+        const asked = Math.min(permits, pair.ruleA.limit);
+        expect(limiter.peek('k', 0)).toEqual(twin.peek('k', 0));
+        expect(limiter.tryAcquire('k', asked)).toEqual(twin.tryAcquire('k', asked));
+      }
+    },
+  );
 
   it('refuses a factory that is not a function and keeps the old one', () => {
     const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(1)), clock: new ManualClock() });

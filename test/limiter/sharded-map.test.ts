@@ -1,7 +1,7 @@
 // src/limiter/sharded-map.ts: the key table's map, which splits into up to 256 maps at 4096 entries.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { ShardedMap } from '../../src/limiter/sharded-map';
+import { ShardedMap, shardOf } from '../../src/limiter/sharded-map';
 
 describe('ShardedMap', () => {
   // Generated operations stay far below the 4096 entries of the split, so each run first adds
@@ -75,6 +75,28 @@ describe('ShardedMap', () => {
       const round = new Set<string>();
       for (let i = 0; i < sharded.size; i++) round.add((sharded.nextEntry() as [string, number])[0]);
       expect(round.size).toBe(sharded.size);
+    }
+  });
+
+  it('seeds its hash per map: keys crafted to share a shard of the unkeyed FNV-1a, or of another map, spread over every shard', () => {
+    const fnv1a = (key: string) => {
+      let hash = 0x811c9dc5;
+      for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 0x01000193);
+      return hash >>> 24;
+    };
+    const craft = (inShardZero: (key: string) => boolean) => {
+      const keys: string[] = [];
+      for (let i = 0; keys.length < 2000; i++) if (inShardZero(`attacker:${i}`)) keys.push(`attacker:${i}`);
+      return keys;
+    };
+    const [one, two] = [new ShardedMap<number>(1_000_000), new ShardedMap<number>(1_000_000)];
+    expect(one.seed).not.toBe(two.seed); // one seed per limiter, drawn at random (2^-32 to be equal)
+    for (const keys of [craft((key) => fnv1a(key) === 0), craft((key) => shardOf(key, 8, one.seed) === 0)]) {
+      const sizes = new Map<number, number>();
+      for (const key of keys) sizes.set(shardOf(key, 8, two.seed), (sizes.get(shardOf(key, 8, two.seed)) ?? 0) + 1);
+      // 2000 keys over 256 shards: about 8 each; crafted for one shard, 2000 would be in it.
+      expect(Math.max(...sizes.values())).toBeLessThan(40);
+      expect(sizes.size).toBeGreaterThan(200);
     }
   });
 

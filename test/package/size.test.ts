@@ -43,9 +43,16 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * keys (lanes beside the idle heap, so that a full table admits a newcomer without heap steps: a
  * flood call 3.8-4.0x a resident key's, now 2.5-2.7x): +0.50 KB in both; measured the core 12 071 B,
  * KeyedRateLimiter + TokenBucket 8 324 B built into a limiter; the budgets moved up by as much.
+ * Issue 23's in-memory items: a full table answers peek and charge of a new key as tryAcquire does
+ * (room and hasRoom), finds keys made idle by a refund or a line's end and looks at pinned keys only
+ * when their pin can end (a bounded cost per newcomer), reconfigure carries debt (each algorithm
+ * reads what it counts as used), the log forgives its oldest permits, the shard hash is seeded:
+ * +0.57 KB core, +0.43 KB KeyedRateLimiter + TokenBucket (key-table.ts +0.57 KB minified, the four
+ * algorithms +0.67 KB); measured the core 12 648 B, KeyedRateLimiter + TokenBucket 8 766 B built
+ * into a limiter; the budgets moved up by as much.
  */
-const CORE_BUDGET = 11.8 * 1024;
-const SHAKEN_BUDGET = 8.14 * 1024;
+const CORE_BUDGET = 12.36 * 1024;
+const SHAKEN_BUDGET = 8.57 * 1024;
 
 interface Measured {
   minified: number;

@@ -211,13 +211,25 @@ BEGIN
     END IF;
   END LOOP;
   IF op = 'charge' THEN
-    room := ${bound('lim')} - live;
-    forgave := permits > room;
-    logged := CASE WHEN room > 0 THEN least(permits, room) ELSE 0 END;
-    next_state := coalesce(state[2 * first_live - 1 : 2 * entries], '{}');
-    IF logged > 0 AND entries >= first_live AND newest = now THEN
+    forgave := live + permits > ${bound('lim')};
+    logged := least(permits, ${bound('lim')});
+    -- Past the bound the oldest permits are forgiven: they would have left first, so spending more
+    -- never leaves a key better off. rank: how many of them, taken from the oldest entries.
+    room := least(live, ${bound('lim')} - logged);
+    rank := live - room;
+    next_state := '{}';
+    FOR i IN first_live .. entries LOOP
+      IF rank >= state[2 * i] THEN
+        rank := rank - state[2 * i];
+      ELSE
+        next_state := next_state || ARRAY[state[2 * i - 1], state[2 * i] - rank];
+        rank := 0;
+      END IF;
+    END LOOP;
+    live := room;
+    IF cardinality(next_state) > 0 AND newest = now THEN
       next_state[cardinality(next_state)] := next_state[cardinality(next_state)] + logged;
-    ELSIF logged > 0 THEN
+    ELSE
       next_state := next_state || ARRAY[now, logged];
     END IF;
     remaining := greatest(0, lim - live - logged);

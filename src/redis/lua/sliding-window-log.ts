@@ -167,21 +167,39 @@ local function stamped(key, stamp)
   return stamp
 end
 
--- Never refused: logged as one grant now, up to twice the limit live (and below 2^53); what goes
--- past is forgiven, which voids the receipts issued before.
+-- Never refused: logged as one grant now, up to twice the limit live (and below 2^53); past that
+-- the oldest permits are forgiven (they would have left first, so spending more never leaves a key
+-- better off), which voids the receipts issued before.
 function OPERATIONS.charge(key, now, server_now, permits)
   permits = tonumber(permits)
   ${SCAN}
-  local room = math.min(2 * limit, 9007199254740991) - live
-  if permits > room and stamp ~= 0 then set_meta(key, meta, block, 0) end
-  local logged = 0
-  if room > 0 then logged = math.min(permits, room) end
-  if logged > 0 then
-    ${logGrant('logged')}
-    newest = now
-  elseif expired then
-    redis.call('ZREMRANGEBYSCORE', key, '(-inf', cutoff)
+  local bound = math.min(2 * limit, 9007199254740991)
+  if live + permits > bound and stamp ~= 0 then set_meta(key, meta, block, 0) end
+  local logged = math.min(permits, bound)
+  local kept = math.min(live, bound - logged)
+  if kept < live then
+    -- The running total through the last permit forgiven: the grants up to it go, the one holding it
+    -- keeps what follows. Read a few at a time from the oldest: the work is the grants forgiven.
+    local cut = base + live - kept
+    local reached = false
+    while not reached do
+      local members = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', 0, 32)
+      if not members[1] then break end
+      for i = 1, #members, 2 do
+        local through = grant(members[i])
+        redis.call('ZREM', key, members[i])
+        if through > cut then
+          redis.call('ZADD', key, members[i + 1], string.format('%016d:%d', through, through - cut))
+          if through == total then newest_size = through - cut end
+          reached = true
+          break
+        end
+      end
+    end
+    live, base = kept, cut
   end
+  ${logGrant('logged')}
+  newest = now
   local reset = math.max(1, math.ceil(newest + window_ms - now))
   redis.call('PEXPIRE', key, ms(expiry(key, reset, block, now)))
   return decision(true, math.max(0, limit - live - logged), 0, reset)
