@@ -7,7 +7,8 @@ import { hasPostgres } from './postgres-server';
  * What the full suite needs beyond Node, each with the test files that skip without it: a run on a
  * machine that lacks one ends with a summary naming it (test/support/skipped-servers-reporter.ts),
  * and with CI=true a missing server fails the run instead. scripts/install-test-servers.sh
- * installs them all on Debian.
+ * installs them all on Debian. The global setups start a server only when a listed file is in the
+ * run (`needed`), so a test file that uses one must be listed, or run alone it skips.
  */
 export const servers = [
   {
