@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the full test suite needs and this machine lacks, on Debian 12 (bookworm) or a
-# derivative: redis-server, valkey-server, PostgreSQL and Chromium. Run as root (CI) or with sudo.
+# derivative: redis-server, valkey-server, PostgreSQL, PgBouncer and Chromium. Run as root (CI) or with sudo.
 # Valkey is not in bookworm's default suites: it comes from bookworm-backports, whose sources entry
 # is derived from the machine's own Debian entry (same mirror), so no host is written down here.
 set -euo pipefail
@@ -12,11 +12,12 @@ missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v chromium >/dev/null || missing+=(chromium)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || missing+=(postgresql-15)
+[ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 need_valkey=false
 command -v valkey-server >/dev/null || need_valkey=true
 
 if [ ${#missing[@]} -eq 0 ] && ! $need_valkey; then
-  echo "install-test-servers: redis-server, valkey-server, postgresql-15 and chromium are installed"
+  echo "install-test-servers: redis-server, valkey-server, postgresql-15, pgbouncer and chromium are installed"
   exit 0
 fi
 
@@ -54,6 +55,6 @@ if $need_valkey; then
   apt-get install -y -qq -t bookworm-backports valkey-server >/dev/null
 fi
 # The packaged services are not wanted: the tests start their own servers on random loopback ports.
-for service in redis-server valkey-server postgresql; do
+for service in redis-server valkey-server postgresql pgbouncer; do
   if command -v systemctl >/dev/null && systemctl is-active --quiet "$service" 2>/dev/null; then systemctl stop "$service" || true; fi
 done

@@ -9,8 +9,8 @@
  *   above the limit, a `NaN` clock reading).
  * - `ERR_RATEKEEPER_ALREADY_SETTLED`: an `Error` from a second `settle` or `cancel` of a granted
  *   reservation (a reservation settles once).
- * - `ERR_RATEKEEPER_STORE_ERROR`: an `Error` handed to `onError` when the Redis client failed with
- *   something that is not an `Error` (kept as its `cause`).
+ * - `ERR_RATEKEEPER_STORE_ERROR`: an `Error` handed to `onError` when the Redis or PostgreSQL client
+ *   failed with something that is not an `Error` (kept as its `cause`).
  * - `ERR_RATEKEEPER_RATE_LIMITED`: a `RateLimitedError`, from a paced call that would wait too long
  *   (and the `cause` of a call `trpcRateLimit` refuses).
  * - `ERR_RATEKEEPER_STORE_TIMEOUT`: a `RedisTimeoutError` or `PostgresTimeoutError`, handed to `onError`

@@ -64,7 +64,8 @@ function withLiterals(text: string, values: readonly unknown[]): string {
   return text.replace(/"(?:[^"]|"")*"|\$(\d+)/g, (match, n: string | undefined) => (n === undefined ? match : literal(values[Number(n) - 1])));
 }
 
-function literal(value: unknown): string {
+/** `value` as an SQL literal: a string as an escape string, a number as its decimal text, null as NULL. */
+export function literal(value: unknown): string {
   if (value === null || value === undefined) return 'NULL';
   if (typeof value === 'number' && Number.isFinite(value)) return `'${value}'`;
   if (typeof value === 'string') return `E'${value.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;

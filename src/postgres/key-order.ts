@@ -1,56 +1,94 @@
-/** A batch of calls, each on one key, that {@link KeyOrder} sends. */
-export interface Batch {
-  readonly keys: readonly string[];
-  /** Set once the batch's deadline has answered its calls: a batch still waiting is then never sent. */
-  abandoned: boolean;
+/** A call {@link KeyOrder} sends: its row key, whether it is answered yet, and whether it may share a batch. */
+export interface Ordered {
+  readonly rowKey: string;
+  /** Set once the call has its answer (from its timeout, say): a call still waiting is then never sent. */
+  readonly answered: boolean;
+  /** Undefined for a decision, which may share its batch with decisions on other keys; any other operation goes alone. */
+  readonly op?: string | undefined;
 }
 
 /**
- * Lets batches travel side by side (a pool sends them on several connections, where the database
- * may run them in any order) while the calls on one key still reach it in the order they were
- * made: a batch leaves at once unless a batch made before it, in flight or waiting, holds one of
- * its keys; then it waits for that one to come back.
+ * Puts calls into batches and lets the batches travel side by side (a pool sends them on several
+ * connections, where the database may run them in any order) while the calls on one key still
+ * reach it in the order they were made: a call waits only while a batch holding its key is out,
+ * and only behind that batch, so a key that does not answer holds back its own calls and no other.
+ *
+ * A batch of decisions never waits for a row another transaction holds: PostgreSQL skips that key
+ * and says so, and its calls then go again alone, waiting for the row up to the limiter's
+ * `lock_timeout`. So a stuck key never holds up the other keys of a batch, and holds at most one
+ * connection of the pool: one batch per key is out at a time.
  */
-export class KeyOrder<B extends Batch> {
-  readonly #send: (batch: B) => void;
-  /** Keys of the batches in flight, with how many hold each. */
-  readonly #inFlight = new Map<string, number>();
-  readonly #waiting: B[] = [];
+export class KeyOrder<C extends Ordered> {
+  readonly #send: (batch: C[]) => void;
+  readonly #maxBatch: number;
+  /** The keys of the batches out, each with the calls that wait for it to come back, in order. */
+  readonly #busy = new Map<string, C[]>();
+  /**
+   * Keys whose row another transaction held in their last batch: their next call goes alone (and
+   * may wait for the row). Only keys with a batch out, so the set stays small.
+   */
+  readonly #alone = new Set<string>();
 
-  /** @param send sends a batch; the caller calls {@link done} once its answer is back (or failed). */
-  constructor(send: (batch: B) => void) {
+  /**
+   * @param send sends a batch; the caller calls {@link done} once its answer is back (or failed).
+   * @param maxBatch the most decisions one batch carries.
+   */
+  constructor(send: (batch: C[]) => void, maxBatch: number) {
     this.#send = send;
+    this.#maxBatch = maxBatch;
   }
 
-  add(batch: B): void {
-    if (this.#waiting.length === 0 && !batch.keys.some((key) => this.#inFlight.has(key))) this.#start(batch);
-    else this.#waiting.push(batch);
-  }
-
-  /** Called once per batch sent, when it has come back: lets the batches waiting for its keys go. */
-  done(batch: B): void {
-    for (const key of batch.keys) {
-      const holders = this.#inFlight.get(key)!;
-      if (holders === 1) this.#inFlight.delete(key);
-      else this.#inFlight.set(key, holders - 1);
-    }
-    const blocked = new Set(this.#inFlight.keys());
-    let kept = 0;
-    for (const waiting of this.#waiting) {
-      if (waiting.abandoned) continue;
-      if (waiting.keys.some((key) => blocked.has(key))) {
-        for (const key of waiting.keys) blocked.add(key);
-        this.#waiting[kept++] = waiting;
+  /** Sends the calls, in the order given, as batches: decisions together, any other operation alone. */
+  add(calls: Iterable<C>): void {
+    const batches: C[][] = [];
+    let shared: C[] = [];
+    // The keys of `shared`: a later decision on one of them joins it (they decide in the order
+    // asked), unless a call of the key already waits for it.
+    const sharedKeys = new Set<string>();
+    for (const call of calls) {
+      if (call.answered) continue;
+      const key = call.rowKey;
+      if (call.op === undefined && sharedKeys.has(key) && this.#busy.get(key)!.length === 0) {
+        shared.push(call);
+      } else if (this.#busy.has(key)) {
+        this.#busy.get(key)!.push(call);
+        continue;
       } else {
-        this.#start(waiting);
-        for (const key of waiting.keys) blocked.add(key);
+        this.#busy.set(key, []);
+        if (call.op !== undefined || this.#alone.has(key)) {
+          batches.push([call]);
+          continue;
+        }
+        shared.push(call);
+        sharedKeys.add(key);
+      }
+      if (shared.length === this.#maxBatch) {
+        batches.push(shared);
+        shared = [];
+        sharedKeys.clear();
       }
     }
-    this.#waiting.length = kept;
+    if (shared.length > 0) batches.push(shared);
+    for (const batch of batches) this.#send(batch);
   }
 
-  #start(batch: B): void {
-    for (const key of batch.keys) this.#inFlight.set(key, (this.#inFlight.get(key) ?? 0) + 1);
-    this.#send(batch);
+  /**
+   * Called once per batch sent, when it has come back (answered or failed): `skipped` are its calls
+   * PostgreSQL left undecided because another transaction held their row; they go again, alone,
+   * and then the calls that waited for the batch's keys.
+   */
+  done(batch: readonly C[], skipped: readonly C[]): void {
+    // A key's skipped calls were made before those that waited for it: they go first.
+    const next = [...skipped];
+    for (const call of batch) {
+      const key = call.rowKey;
+      const waiting = this.#busy.get(key);
+      if (waiting === undefined) continue;
+      this.#alone.delete(key);
+      this.#busy.delete(key);
+      for (const later of waiting) next.push(later);
+    }
+    for (const call of skipped) this.#alone.add(call.rowKey);
+    this.add(next);
   }
 }

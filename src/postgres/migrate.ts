@@ -1,7 +1,7 @@
 import { rangeError, typeError } from '../core/errors';
 import { describe } from '../core/validate';
-import { toQuery, type PostgresClientLike } from './client';
-import { migration } from './sql/schema';
+import { literal, toQuery, type PostgresClientLike } from './client';
+import { migration, stampedFunction } from './sql/schema';
 
 /** Options of {@link migrate} and the schema option of `PostgresRateLimiter`. */
 export interface MigrateOptions {
@@ -17,6 +17,10 @@ export interface MigrateOptions {
  * Idempotent and safe to run from several servers at once (they take turns on an advisory lock);
  * never run implicitly: call it at deploy time, or once at start-up, with a role allowed to create.
  * The table is UNLOGGED: fast, not replicated, emptied by a crash (every key starts over).
+ * On a schema already up to date it reads the catalog and changes and locks nothing. A table made
+ * by an earlier version gets only what it lacks, never rewritten; such a change waits for the
+ * table's lock at most 2 s (a long reader holding it, say), then rejects: run it again. Any schema
+ * name of 1 to 63 characters without U+0000 works, `$$` and quotes included.
  *
  * @example
  * ```ts
@@ -29,7 +33,19 @@ export interface MigrateOptions {
  */
 export async function migrate(client: PostgresClientLike, options: MigrateOptions = {}): Promise<void> {
   const query = toQuery(client);
-  await query(migration(quotedSchema(options?.schema)), []);
+  const schema = quotedSchema(options?.schema);
+  const text = migration(schema, literal);
+  // The function made last carries the digest of the migration that made it: equal, and the table
+  // still there, everything this migration makes is there, so nothing is sent that would lock or
+  // change anything.
+  const [row] = await query(
+    `SELECT 'ratekeeper ' || encode(sha256(convert_to($1, 'UTF8')), 'hex') AS stamp,
+       CASE WHEN to_regclass($3) IS NOT NULL THEN obj_description(to_regprocedure($2), 'pg_proc') END AS found`,
+    [text, stampedFunction(schema), `${schema}.ratekeeper_state`],
+  );
+  const { stamp, found } = row as { stamp: string; found: string | null };
+  if (found === stamp) return;
+  await query(`${text}\nCOMMENT ON FUNCTION ${stampedFunction(schema)} IS ${literal(stamp)};`, []);
 }
 
 /** The schema name as a quoted SQL identifier, after checking it. */

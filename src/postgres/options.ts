@@ -39,7 +39,8 @@ export interface PostgresRateLimiterOptions {
   schema?: string | undefined;
   /**
    * Starts every row's key. The full key is `prefix + algorithm + ':' + limit + '/' + windowMs + ':' + key`,
-   * so limiters with different rules never share state.
+   * so limiters with different rules never share state; past 2000 bytes (UTF-8) it is stored as
+   * `sha256/` and its SHA-256 in hex (an index entry holds at most 2704 bytes).
    * @default 'ratekeeper:'
    */
   prefix?: string | undefined;
@@ -53,10 +54,15 @@ export interface PostgresRateLimiterOptions {
   /**
    * The longest a decision waits for PostgreSQL before the outage policy answers, in ms
    * (`Infinity` for no bound): a stopped server, a pool with no free connection, a row lock held
-   * by a long transaction.
+   * by a long transaction. Each statement also sets `lock_timeout` to it, for its own transaction,
+   * so a decision stuck behind a held row gives up on the server and frees its connection.
    * @default 500
    */
   timeoutMs?: number | undefined;
-  /** Called with the cause whenever the outage policy decides; an error it throws is ignored. @default undefined */
-  onError?: ((error: unknown, key: string) => void) | undefined;
+  /**
+   * Called with the cause whenever the outage policy decides, always an `Error` (a client failing
+   * with anything else has it wrapped, as `cause`, code `ERR_RATEKEEPER_STORE_ERROR`); an error it
+   * throws is ignored. @default undefined
+   */
+  onError?: ((error: Error, key: string) => void) | undefined;
 }

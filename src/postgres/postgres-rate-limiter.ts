@@ -15,13 +15,13 @@ import { Coalescer } from '../redis/coalescer';
 import { outagePolicy, peekOutagePolicy } from '../redis/outage-policy';
 import { checkReply, toDecision } from '../redis/reply';
 import { checkStoreOptions, report, toRule } from '../redis/store-options';
-import { type Deadline, Timeouts } from '../redis/timeout';
+import { CallTimeouts } from '../redis/timeout';
 import { type Query, toQuery } from './client';
-import { type Batch, KeyOrder } from './key-order';
+import { KeyOrder } from './key-order';
 import { quotedSchema } from './migrate';
 import type { PostgresRateLimiterOptions } from './options';
 import { expirySlackMs, type PostgresAlgorithm, sqlPlans } from './plans';
-import { manyKeysFunction, oneKeyFunction } from './sql/one-key';
+import { manyKeysFunction, oneKeyFunction, SKIPPED } from './sql/one-key';
 import { PostgresTimeoutError } from './timeout-error';
 
 /**
@@ -41,8 +41,10 @@ interface Call {
   /** The caller's clock reading, or undefined when the server's clock decides. */
   readonly now: number | undefined;
   readonly resolve: (decision: Decision | Promise<Decision>) => void;
-  /** Never set: a call's deadline starts with its batch, which is sent as soon as it is made. */
-  readonly answered: false;
+  /** `performance.now()` reading after which the outage policy answers (see CallTimeouts). */
+  readonly deadline: number;
+  /** Set once answered, by the reply, a failure or the timeout: each call is answered once. */
+  answered: boolean;
 }
 
 /**
@@ -60,13 +62,8 @@ interface OpCall {
   readonly receipt: string | null;
   readonly reply: (numbers: readonly unknown[]) => void;
   readonly fail: (error: unknown) => void;
-  readonly answered: false;
-}
-
-/** The calls of one round trip, with their deadline: decisions, or one other operation. */
-interface CallBatch extends Batch {
-  readonly calls: Call[] | [OpCall];
-  deadline?: Deadline;
+  readonly deadline: number;
+  answered: boolean;
 }
 
 /**
@@ -104,13 +101,14 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   readonly #timeoutMs: number;
   readonly #keyPrefix: string;
   readonly #clock: Clock | undefined;
-  readonly #timeouts: Timeouts;
+  readonly #timeouts: CallTimeouts<Call | OpCall>;
   readonly #fallback: (error: unknown, call: Call) => Decision | Promise<Decision>;
   readonly #peekFallback: (error: unknown, key: string, permits: number) => Decision | Promise<Decision>;
   readonly #policy: (error: unknown, key: string, permits: number) => Decision | Promise<Decision>;
-  readonly #onError: ((error: unknown, key: string) => void) | undefined;
+  /** Hands a failure's cause to `onError`, as an `Error`. */
+  readonly #report: (error: unknown, key: string) => void;
   readonly #coalescer: Coalescer<Call | OpCall>;
-  readonly #order: KeyOrder<CallBatch>;
+  readonly #order: KeyOrder<Call | OpCall>;
   readonly #waiting: WaitQueue;
 
   /** @throws TypeError or RangeError naming the option, before anything is sent to PostgreSQL. */
@@ -126,13 +124,10 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.rule = toRule(rule);
     this.#query = toQuery(client);
     const plan = sqlPlans[algorithm];
-    const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
+    const hear = (error: unknown, key: string) => report(onError, error, key, 'PostgreSQL');
+    const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: hear });
     this.#policy = policy;
-    this.#onError = onError;
-    // As text: pg parses numeric[] into floats, and a receipt's numbers may pass 2^53.
-    this.#decideStatement = `SELECT ${quotedSchema(schema)}.ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], $6::text, $7::numeric[])::text[] AS r`;
-    this.#manyKeysStatement = `SELECT ${quotedSchema(schema)}.${manyKeysFunction(plan.codec)}($1::text[], $2::numeric[], $3::numeric[], $4::numeric[]) AS r`;
-    this.#oneKeyStatement = `SELECT ${quotedSchema(schema)}.${oneKeyFunction(plan.codec)}($1::text, $2::numeric, $3::numeric, $4::numeric[]) AS r`;
+    this.#report = hear;
     checkString('prefix', prefix);
     if (prefix.includes('\u0000')) throw typeError(`ratekeeper: \`prefix\` must be a string without U+0000, got ${describe(prefix)}`);
     this.#algorithm = algorithm;
@@ -144,17 +139,29 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.#timeoutMs = timeoutMs;
     this.#codec = plan.codec;
     this.#ruleArgs = `{${[...plan.ruleArgs(this.rule), expirySlackMs(this.rule)].join(',')}}`;
-    this.#timeouts = new Timeouts(timeoutMs, (ms) => new PostgresTimeoutError(ms));
+    this.#timeouts = new CallTimeouts(timeoutMs, this.#answerFailed, (ms) => new PostgresTimeoutError(ms));
+    // No row lock held elsewhere keeps a call, or the connection it holds, past its timeout: the
+    // statement's transaction waits for a lock at most timeoutMs (set_config's third argument: for
+    // this transaction only, which PgBouncer in transaction mode allows). Set before the function
+    // runs: the subquery's row is made before the select list is evaluated.
+    const bound = timeoutMs === Infinity ? '' : ` FROM (SELECT set_config('lock_timeout', '${timeoutMs}', true) AS lock_timeout) AS bound`;
+    // The reply's numbers as one text, split here: a client parses an array only when it knows its
+    // type (postgres.js with `fetch_types: false`, as behind PgBouncer, hands over `{1,0,3}`), pg
+    // parses numeric[] into floats, and a receipt's numbers may pass 2^53.
+    const reply = (call: string) => `SELECT array_to_string(${quotedSchema(schema)}.${call}, ',', 'NULL') AS r${bound}`;
+    this.#decideStatement = reply('ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], $6::text, $7::numeric[])');
+    this.#manyKeysStatement = reply(`${manyKeysFunction(plan.codec)}($1::text[], $2::numeric[], $3::numeric[], $4::numeric[])`);
+    this.#oneKeyStatement = reply(`${oneKeyFunction(plan.codec)}($1::text, $2::numeric, $3::numeric, $4::numeric[])`);
     this.#fallback = (error, call) => {
-      report(onError, error, call.key);
+      hear(error, call.key);
       return policy(error, call.key, call.permits);
     };
-    const peekPolicy = peekOutagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: (error, key) => report(onError, error, key) });
+    const peekPolicy = peekOutagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: hear });
     this.#peekFallback = (error, key, permits) => {
-      report(onError, error, key);
+      hear(error, key);
       return peekPolicy(error, key, permits);
     };
-    this.#order = new KeyOrder(this.#send);
+    this.#order = new KeyOrder(this.#send, MAX_BATCH);
     this.#coalescer = new Coalescer(this.#batch, MAX_BATCH, true);
     this.#waiting = new WaitQueue((key, permits) => this.tryAcquire(key, permits), clock === undefined ? systemScheduler : schedulerFor(clock));
   }
@@ -175,7 +182,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     } catch (error) {
       return Promise.reject(error);
     }
-    return new Promise((resolve) => this.#coalescer.add({ key, rowKey: this.#keyPrefix + key, permits, now, resolve, answered: false }, 0));
+    return new Promise((resolve) => this.#start({ key, rowKey: this.#keyPrefix + key, permits, now, resolve, deadline: this.#timeouts.deadline(), answered: false }));
   }
 
   /**
@@ -305,7 +312,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
       numbers = await sent;
       decision = this.#decision(numbers, 6);
     } catch (error) {
-      report(this.#onError, error, key);
+      this.#report(error, key);
       return new AsyncKeyReservation(await this.#policy(error, key, permits), undefined);
     }
     if (!decision.allowed) return new AsyncKeyReservation(decision, undefined);
@@ -370,13 +377,18 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   #operate(op: OpCall['op'], key: string, amount: number, receipt: string | null = null): Promise<readonly unknown[]> {
     this.#checkKey(key);
     const now = op === 'reset' ? undefined : this.#read();
-    return new Promise((reply, fail) => this.#coalescer.add({ op, key, rowKey: this.#keyPrefix + key, amount, now, receipt, reply, fail, answered: false }, 0));
+    return new Promise((reply, fail) => this.#start({ op, key, rowKey: this.#keyPrefix + key, amount, now, receipt, reply, fail, deadline: this.#timeouts.deadline(), answered: false }));
+  }
+
+  /** Starts the call's clock (it waits for its key, if need be, within its own timeout) and queues it. */
+  #start(call: Call | OpCall): void {
+    this.#timeouts.add(call);
+    this.#coalescer.add(call, 0);
   }
 
   /** The decision in a reply of `length` numbers (more than 3 when a receipt follows it). */
   #decision(reply: readonly unknown[], length = 3): Decision {
-    // Number(null) is 0: a null in the reply is a wrong reply, not an allowance.
-    const numbers = reply.length === length && !reply.includes(null) ? reply.slice(0, 3) : [reply];
+    const numbers = reply.length === length ? reply.slice(0, 3) : [reply];
     return toDecision(checkReply(numbers, 1, 'PostgreSQL'), 0, this.rule.limit);
   }
 
@@ -394,34 +406,14 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   }
 
   /**
-   * Starts the calls' deadline and hands them, as one batch, to the key order. The batch is
-   * released to the coalescer at once, not when answered: the key order lets batches travel side
-   * by side on the pool, so the coalescer only gathers the calls of one tick (and full batches).
+   * Hands the calls of one tick to the key order, which makes the batches. They are released to the
+   * coalescer at once, not when answered: the key order lets batches travel side by side on the
+   * pool, so the coalescer only gathers the calls of one tick (and full batches).
    */
   readonly #batch = (calls: (Call | OpCall)[], flight: { release(): void }): void => {
-    // Decisions go together; any other operation goes alone, in its place among them.
-    let decisions: Call[] = [];
-    for (const call of calls) {
-      if (call.op === undefined) {
-        decisions.push(call);
-        continue;
-      }
-      if (decisions.length > 0) this.#trip(decisions);
-      decisions = [];
-      this.#trip([call]);
-    }
-    if (decisions.length > 0) this.#trip(decisions);
+    this.#order.add(calls);
     flight.release();
   };
-
-  #trip(calls: Call[] | [OpCall]): void {
-    const batch: CallBatch = { calls, keys: calls.map((call) => call.rowKey), abandoned: false };
-    batch.deadline = this.#timeouts.start((error) => {
-      batch.abandoned = true;
-      this.#fail(calls, error);
-    });
-    this.#order.add(batch);
-  }
 
   /**
    * Sends a batch as one statement, and answers each call from the reply or, failing that, from
@@ -429,17 +421,16 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
    * function, a longer batch of acquires its many-keys function, which locks its keys in order
    * (./sql/one-key.ts); any other operation, always alone, takes `ratekeeper_decide`.
    */
-  readonly #send = (batch: CallBatch): void => {
-    const { calls, deadline } = batch;
+  readonly #send = (calls: (Call | OpCall)[]): void => {
     const callerClock = calls[0]!.now !== undefined;
     let sent: Promise<readonly unknown[]>;
     try {
       const [first] = calls;
-      if (first.op !== undefined) {
-        const { op, amount, now, receipt } = first;
+      if (first!.op !== undefined) {
+        const { op, amount, now, receipt } = first!;
         sent = this.#query(this.#decideStatement, [this.#codec, this.#ruleArgs, textArray(calls), `{${amount}}`, callerClock ? `{${now}}` : null, op, receipt]);
       } else if (calls.length === 1) {
-        const { rowKey, permits, now } = first;
+        const { rowKey, permits, now } = first!;
         sent = this.#query(this.#oneKeyStatement, [rowKey, permits, callerClock ? now : null, this.#ruleArgs]);
       } else {
         const decisions = calls as Call[];
@@ -452,50 +443,74 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     }
     sent.then(
       (rows) => {
-        this.#order.done(batch);
-        if (deadline!.settle()) this.#settle(calls, rows);
+        this.#order.done(calls, this.#settle(calls, rows));
       },
       (error) => {
-        this.#order.done(batch);
-        if (deadline!.settle()) this.#fail(calls, error);
+        this.#fail(calls, error);
+        this.#order.done(calls, []);
       },
     );
   };
 
-  #settle(calls: Call[] | [OpCall], rows: readonly unknown[]): void {
-    const reply = (rows[0] as { r?: unknown } | undefined)?.r;
+  /**
+   * Answers the calls still unanswered from the reply (or, when it is not one of ours, from the
+   * outage policy); returns the decisions PostgreSQL skipped because another transaction held
+   * their row, which the key order sends again.
+   */
+  #settle(calls: (Call | OpCall)[], rows: readonly unknown[]): Call[] {
+    const text = (rows[0] as { r?: unknown } | undefined)?.r;
+    // A NULL among the numbers reads NaN, which checkReply refuses; a reset answers none.
+    const reply = typeof text !== 'string' ? undefined : text === '' ? [] : text.split(',');
     const [first] = calls;
-    if (first.op !== undefined) {
-      if (Array.isArray(reply)) first.reply(reply);
-      else first.fail(unexpectedReply(rows));
-      return;
+    if (first!.op !== undefined) {
+      if (!Array.isArray(reply)) {
+        this.#fail(calls, unexpectedReply(rows));
+        return [];
+      }
+      if (!first!.answered) {
+        first!.answered = true;
+        first!.reply(reply);
+      }
+      return [];
     }
     const decisions = calls as Call[];
     let numbers: number[];
     try {
-      // Number(null) is 0: a null in the reply is a wrong reply, not an allowance.
-      numbers = checkReply(Array.isArray(reply) && !reply.includes(null) ? reply : rows, decisions.length, 'PostgreSQL');
+      numbers = checkReply(reply ?? rows, decisions.length, 'PostgreSQL');
     } catch (error) {
       this.#fail(decisions, error);
-      return;
+      return [];
     }
-    for (let i = 0; i < decisions.length; i++) decisions[i]!.resolve(toDecision(numbers, i, this.rule.limit));
+    const skipped: Call[] = [];
+    for (let i = 0; i < decisions.length; i++) {
+      const call = decisions[i]!;
+      if (numbers[3 * i + 1] === SKIPPED) skipped.push(call);
+      else if (!call.answered) {
+        call.answered = true;
+        call.resolve(toDecision(numbers, i, this.rule.limit));
+      }
+    }
+    return skipped;
   }
 
-  #fail(calls: Call[] | [OpCall], error: unknown): void {
+  /** Answers each call not yet answered by the outage policy (an operation: rejects with the error). */
+  #fail(calls: readonly (Call | OpCall)[], error: unknown): void {
     for (const call of calls) {
-      if (call.op !== undefined) {
-        call.fail(error);
-        continue;
-      }
-      try {
-        call.resolve(this.#fallback(error, call));
-      } catch (fallbackError) {
-        // A fallback limiter that throws (say, for more permits than its own limit) fails this call alone.
-        call.resolve(Promise.reject(fallbackError));
-      }
+      if (call.answered) continue;
+      call.answered = true;
+      this.#answerFailed(call, error);
     }
   }
+
+  readonly #answerFailed = (call: Call | OpCall, error: unknown): void => {
+    if (call.op !== undefined) return call.fail(error);
+    try {
+      call.resolve(this.#fallback(error, call));
+    } catch (fallbackError) {
+      // A fallback limiter that throws (say, for more permits than its own limit) fails this call alone.
+      call.resolve(Promise.reject(fallbackError));
+    }
+  };
 }
 
 /** The calls' row keys as a PostgreSQL array literal: each quoted, with `"` and `\` escaped. */

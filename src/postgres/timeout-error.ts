@@ -1,8 +1,9 @@
 /**
  * The error an outage hook receives when PostgreSQL did not answer within `timeoutMs`; the decision
  * is then marked `degraded: 'store-timeout'`. Tell it by its `code`, which holds across the ESM and
- * CommonJS copies of ratekeeper (`instanceof` does not). The query itself is not cancelled: set the
- * role's `statement_timeout` to bound it on the server too.
+ * CommonJS copies of ratekeeper (`instanceof` does not). A decision waiting for a row lock gives up
+ * on the server too (its `lock_timeout` is `timeoutMs`); anything else slow is not cancelled: set
+ * the role's `statement_timeout` to bound it.
  *
  * @example
  * ```ts

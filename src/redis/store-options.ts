@@ -34,12 +34,12 @@ export function checkStoreOptions(clock: unknown, timeoutMs: unknown, onError: u
 
 /**
  * Calls the outage hook with an `Error` (a client failing with anything else has it wrapped, as
- * `cause`), so `error.message` always reads; a failing hook must not turn a policy decision into a
+ * `cause`, in an error naming the `store`), so `error.message` always reads; a failing hook must not turn a policy decision into a
  * failed request.
  */
-export function report(onError: ((error: Error, key: string) => void) | undefined, error: unknown, key: string): void {
+export function report(onError: ((error: Error, key: string) => void) | undefined, error: unknown, key: string, store = 'Redis'): void {
   try {
-    onError?.(error instanceof Error ? error : coded(new Error(`ratekeeper: the Redis client failed with ${String(error)}`, { cause: error }), 'ERR_RATEKEEPER_STORE_ERROR'), key);
+    onError?.(error instanceof Error ? error : coded(new Error(`ratekeeper: the ${store} client failed with ${String(error)}`, { cause: error }), 'ERR_RATEKEEPER_STORE_ERROR'), key);
   } catch {
     // Ignored, as documented.
   }

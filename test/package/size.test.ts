@@ -49,10 +49,11 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * reads what it counts as used), the log forgives its oldest permits, the shard hash is seeded:
  * +0.57 KB core, +0.43 KB KeyedRateLimiter + TokenBucket (key-table.ts +0.57 KB minified, the four
  * algorithms +0.67 KB); measured the core 12 648 B, KeyedRateLimiter + TokenBucket 8 766 B built
- * into a limiter; the budgets moved up by as much.
+ * into a limiter; the budgets moved up by as much. Merged with the rest of issue 23 (error messages
+ * of the threads and stores), the limiter built from Rule too measured 8 776 B: +0.01 KB.
  */
 const CORE_BUDGET = 12.36 * 1024;
-const SHAKEN_BUDGET = 8.57 * 1024;
+const SHAKEN_BUDGET = 8.58 * 1024;
 
 interface Measured {
   minified: number;

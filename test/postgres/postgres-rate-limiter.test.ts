@@ -4,9 +4,9 @@
 // limit × windowMs passes 2^53, and its own input checks.
 import pg from 'pg';
 import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, expectTypeOf, test } from 'vitest';
 import { Rule } from '../../src/index';
-import { migrate, PostgresRateLimiter } from '../../src/postgres';
+import { migrate, PostgresRateLimiter, type PostgresRateLimiterOptions } from '../../src/postgres';
 import { connection, postgresPort, uniqueSchema } from '../stores/support/postgres-store';
 
 /** The error `f` throws. */
@@ -88,6 +88,51 @@ describe.skipIf(!postgresPort)('PostgresRateLimiter', () => {
     } finally {
       await client.end();
       await sql.end();
+    }
+  });
+
+  test.each([true, false])('postgres.js with fetch_types: %s decides, batches and manages keys exactly (its replies are read the same without type information)', async (fetchTypes) => {
+    const sql = postgres({ ...connection(), max: 2, fetch_types: fetchTypes, onnotice: () => {} });
+    try {
+      const errors: unknown[] = [];
+      const limiter = new PostgresRateLimiter({ client: sql, schema, algorithm: 'token-bucket', rule: new Rule(3, 1e9), onStoreError: 'allow', prefix: `types-${fetchTypes}:`, onError: (error) => errors.push(error) });
+      expect(await limiter.tryAcquire('a')).toStrictEqual({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0, resetAfterMs: 333_333_334 });
+      // One tick: one statement for the batch.
+      const batch = await Promise.all([limiter.tryAcquire('a'), limiter.tryAcquire('b', 3), limiter.tryAcquire('a'), limiter.tryAcquire('a')]);
+      expect(batch.map((d) => [d.allowed, d.remaining])).toEqual([
+        [true, 1],
+        [true, 0],
+        [true, 0],
+        [false, 0],
+      ]);
+      expect(await limiter.peek('b', 0)).toMatchObject({ allowed: true, remaining: 0 });
+      const reservation = await limiter.reserve('c', 3);
+      expect(reservation.decision).toMatchObject({ allowed: true, remaining: 0 });
+      expect(await reservation.settle(1)).toMatchObject({ remaining: 2 });
+      expect(await limiter.charge('c', 1)).toMatchObject({ remaining: 1 });
+      await limiter.block('c', 60_000);
+      expect(await limiter.tryAcquire('c')).toMatchObject({ allowed: false, remaining: 0 });
+      await limiter.reset('c');
+      expect(await limiter.tryAcquire('c')).toMatchObject({ allowed: true, remaining: 2 });
+      expect(errors).toEqual([]);
+    } finally {
+      await sql.end({ timeout: 1 });
+    }
+  });
+
+  test('onError receives an Error, typed so: a client failing with anything else has it wrapped, naming PostgreSQL', async () => {
+    expectTypeOf<NonNullable<PostgresRateLimiterOptions['onError']>>().parameter(0).toEqualTypeOf<Error>();
+    const errors: Error[] = [];
+    // An adapter of the user's (anything with pg's query) that fails with a string.
+    const client = { query: () => Promise.reject('connection refused') };
+    const limiter = new PostgresRateLimiter({ client, algorithm: 'token-bucket', rule: Rule.perSecond(1), onStoreError: 'deny', onError: (error: Error) => errors.push(error) });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, degraded: 'store-error' });
+    await expect(limiter.charge('k', 1)).rejects.toBe('connection refused');
+    expect(await limiter.peek('k')).toMatchObject({ degraded: 'store-error' });
+    expect(errors).toHaveLength(2);
+    for (const error of errors) {
+      expect(error).toBeInstanceOf(Error);
+      expect(error).toMatchObject({ message: 'ratekeeper: the PostgreSQL client failed with connection refused', code: 'ERR_RATEKEEPER_STORE_ERROR', cause: 'connection refused' });
     }
   });
 

@@ -16,16 +16,17 @@
 // business: ratekeeper_decide keeps them in their own column.
 
 import { DEBT_LIMITS } from '../../algorithms/accounting';
+import { QUOTE } from './dollar-quote';
 
 /** `floorDiv` and `ceilDiv` of src/core/exact.ts: `div` truncates, one compare corrects it. */
 export const DIVISION = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_floor_div(n numeric, d numeric) RETURNS numeric
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-AS $$ SELECT CASE WHEN div(n, d) * d > n THEN div(n, d) - 1 ELSE div(n, d) END $$;
+AS ${QUOTE} SELECT CASE WHEN div(n, d) * d > n THEN div(n, d) - 1 ELSE div(n, d) END ${QUOTE};
 
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_ceil_div(n numeric, d numeric) RETURNS numeric
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-AS $$ SELECT CASE WHEN div(n, d) * d < n THEN div(n, d) + 1 ELSE div(n, d) END $$;
+AS ${QUOTE} SELECT CASE WHEN div(n, d) * d < n THEN div(n, d) + 1 ELSE div(n, d) END ${QUOTE};
 `;
 
 /** The codecs' arguments and answers; `receipt` is read by 'refund' only, `issued` written by 'reserve' only. */
@@ -50,7 +51,7 @@ const UNKNOWN_OP = `RAISE EXCEPTION 'ratekeeper: unknown operation %', op;`;
  */
 export const TOKEN_BUCKET = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_token_bucket${SIGNATURE}
-AS $$
+AS ${QUOTE}
 DECLARE
   per_ms numeric := rule[2];
   per_token numeric := rule[3];
@@ -95,7 +96,7 @@ BEGIN
   remaining := greatest(0, ${schema}.ratekeeper_floor_div(units, per_token));
   retry_after := 0;
   reset_after := ${schema}.ratekeeper_ceil_div(capacity - units, per_ms);
-END $$;
+END ${QUOTE};
 `;
 
 /**
@@ -105,7 +106,7 @@ END $$;
  */
 export const FIXED_WINDOW = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_fixed_window${SIGNATURE}
-AS $$
+AS ${QUOTE}
 DECLARE
   lim numeric := rule[1];
   w numeric := rule[2];
@@ -153,7 +154,7 @@ BEGIN
   remaining := lim - used - permits;
   retry_after := 0;
   reset_after := CASE WHEN used + permits = 0 THEN 0 ELSE until_next END;
-END $$;
+END ${QUOTE};
 `;
 
 /**
@@ -164,7 +165,7 @@ END $$;
  */
 export const SLIDING_WINDOW_LOG = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_sliding_window_log${SIGNATURE}
-AS $$
+AS ${QUOTE}
 DECLARE
   lim numeric := rule[1];
   w numeric := rule[2];
@@ -271,7 +272,7 @@ BEGIN
     -- The newest hit, now, leaves at now + windowMs: from then on the key is as new.
     reset_after := ceil(w);
   END IF;
-END $$;
+END ${QUOTE};
 `;
 
 /**
@@ -283,7 +284,7 @@ END $$;
  */
 export const SLIDING_WINDOW_COUNTER = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_sliding_window_counter${SIGNATURE}
-AS $$
+AS ${QUOTE}
 DECLARE
   lim numeric := rule[1];
   w numeric := rule[2];
@@ -363,5 +364,5 @@ BEGIN
   remaining := available - permits;
   retry_after := 0;
   reset_after := CASE WHEN current + permits > 0 THEN ceil(2 * w - elapsed) WHEN previous > 0 THEN ceil(w - elapsed) ELSE 0 END;
-END $$;
+END ${QUOTE};
 `;

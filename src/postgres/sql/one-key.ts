@@ -25,6 +25,23 @@
 // mode), and PL/pgSQL keeps its statements' plans for the session.
 
 import type { SqlPlan } from '../plans';
+import { QUOTE } from './dollar-quote';
+
+/**
+ * The longest row key, in UTF-8 bytes, stored as it is. A B-tree entry holds at most 2704 bytes, so
+ * a longer key, stored as it is, failed its every call (and, under `'allow'`, was let through
+ * unlimited). Keys that fit are kept as they were (an upgrade forgives no key), longer ones become
+ * `sha256/` and the SHA-256 of the whole row key in hex: no plain row key can be that, since every
+ * one holds a `:` (`prefix + algorithm + ':' + ...`) and the digest's form none.
+ */
+export const LONG_KEY_BYTES = 2000;
+
+/** The row key stored for the key held in the SQL expression `key` (see {@link LONG_KEY_BYTES}). */
+export const storedKey = (key: string): string =>
+  `CASE WHEN octet_length(${key}) > ${LONG_KEY_BYTES} THEN 'sha256/' || encode(sha256(convert_to(${key}, 'UTF8')), 'hex') ELSE ${key} END`;
+
+/** What a batch answers, three times, for a key whose row another transaction held: undecided, to be sent again alone. */
+export const SKIPPED = -1;
 
 /** The algorithms with a fast path: each codec of ./algorithms.ts that `acquire` uses. */
 type FastCodec = SqlPlan['codec'];
@@ -144,12 +161,27 @@ const decides: Readonly<Record<FastCodec, Decide>> = {
 /** The variables every step uses, beside its algorithm's own. */
 const DECLARE = 'tid tid; s numeric[]; expires bigint; blocked numeric; n bigint; now numeric; answer numeric[]; next numeric[]; inserted int := 0;';
 
-/** One decision on key `k` for `prm` permits at the caller's clock `clk` (null: the server's), as a loop that ends decided. */
-const step = (schema: string, codec: FastCodec): string => {
+/**
+ * One decision on key `k` for `prm` permits at the caller's clock `clk` (null: the server's), as a
+ * loop that ends decided; or, when `skipHeld` and another transaction holds the key's row, that
+ * ends with a null `answer`, deciding nothing and waiting for no one.
+ */
+const step = (schema: string, codec: FastCodec, skipHeld: boolean): string => {
   const table = `${schema}.ratekeeper_state`;
+  const lock = skipHeld
+    ? `SELECT ctid, state, expires_at, blocked_until INTO tid, s, expires, blocked FROM ${table} WHERE key = k FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+      -- Absent, or held: a held row is still seen without a lock.
+      PERFORM FROM ${table} WHERE key = k;
+      IF FOUND THEN
+        answer := NULL;
+        EXIT;
+      END IF;
+    END IF;`
+    : `SELECT ctid, state, expires_at, blocked_until INTO tid, s, expires, blocked FROM ${table} WHERE key = k FOR UPDATE;`;
   return `
   LOOP
-    SELECT ctid, state, expires_at, blocked_until INTO tid, s, expires, blocked FROM ${table} WHERE key = k FOR UPDATE;
+    ${lock}
     n := floor(extract(epoch FROM clock_timestamp()) * 1000);
     -- An expired row is a key never seen, its block included; a row kept only for its block (a null
     -- state) or a log whose last grant was given back (an empty one) is a new key too.
@@ -205,9 +237,12 @@ export const manyKeysFunction = (codec: FastCodec): string => `ratekeeper_acquir
  *   retryAfterMs (0: allowed), resetAfterMs}. A row it inserts reclaims up to two expired rows.
  * - `ratekeeper_acquire_many_<codec>(keys, permits, nows, rule)` decides `keys[i]` for
  *   `permits[i]` at `nows[i]` (null: the server's clock) for every i, three numbers per key in
- *   the order given. It locks rows in key order whatever the order asked (as `ratekeeper_decide`
- *   does, so batches of either wait for each other instead of deadlocking), decisions on one key
- *   in the order asked, and reclaims (two expired rows per row inserted) once every key is decided.
+ *   the order given. It takes rows in key order whatever the order asked, decisions on one key in
+ *   the order asked, and never waits for a row another transaction holds: that key, and its later
+ *   calls in the batch, answer {-1, -1, -1}, undecided (the limiter sends them again, alone, where
+ *   the one-key function waits for the row up to `lock_timeout`). So one stuck row never holds up
+ *   the other keys of its batch, and batches never wait for each other. It reclaims (two expired
+ *   rows per row inserted) once every key is decided.
  */
 export const ONE_KEY = (schema: string): string =>
   (Object.keys(decides) as FastCodec[])
@@ -215,19 +250,20 @@ export const ONE_KEY = (schema: string): string =>
       (codec) => `
 CREATE OR REPLACE FUNCTION ${schema}.${oneKeyFunction(codec)}(k text, prm numeric, clk numeric, rule numeric[]) RETURNS numeric[]
 LANGUAGE plpgsql VOLATILE
-AS $fn$
+AS ${QUOTE}
 DECLARE
   ${DECLARE}
   ${decides[codec].declare}
 BEGIN
-  ${step(schema, codec)}
+  k := ${storedKey('k')};
+  ${step(schema, codec, false)}
   ${reclaim(schema, '2')}
   RETURN answer;
-END $fn$;
+END ${QUOTE};
 
 CREATE OR REPLACE FUNCTION ${schema}.${manyKeysFunction(codec)}(keys text[], permits numeric[], nows numeric[], rule numeric[]) RETURNS numeric[]
 LANGUAGE plpgsql VOLATILE
-AS $fn$
+AS ${QUOTE}
 DECLARE
   ${DECLARE}
   ${decides[codec].declare}
@@ -236,17 +272,27 @@ DECLARE
   k text;
   prm numeric;
   clk numeric;
+  held text;
 BEGIN
   FOREACH i IN ARRAY ARRAY(SELECT o FROM unnest(keys) WITH ORDINALITY AS u(key, o) ORDER BY u.key, u.o) LOOP
-    k := keys[i];
+    k := ${storedKey('keys[i]')};
     prm := permits[i];
     clk := nows[i];
-    ${step(schema, codec)}
+    IF k = held THEN
+      answer := NULL;
+    ELSE
+      ${step(schema, codec, true)}
+    END IF;
+    IF answer IS NULL THEN
+      -- Held by another transaction: undecided (${SKIPPED}), and so are the key's later calls, which come next.
+      held := k;
+      answer := ARRAY[${SKIPPED}, ${SKIPPED}, ${SKIPPED}];
+    END IF;
     reply[3 * i - 2 : 3 * i] := answer;
   END LOOP;
   ${reclaim(schema, '2 * inserted')}
   RETURN reply;
-END $fn$;
+END ${QUOTE};
 `,
     )
     .join('');

@@ -1,5 +1,9 @@
 import { DIVISION, FIXED_WINDOW, SLIDING_WINDOW_COUNTER, SLIDING_WINDOW_LOG, TOKEN_BUCKET } from './algorithms';
-import { ONE_KEY } from './one-key';
+import { ONE_KEY, storedKey } from './one-key';
+import { dollarQuoted, QUOTE } from './dollar-quote';
+
+/** How long `migrate` waits for the table's lock when the table needs a change, in ms. */
+export const MIGRATE_LOCK_TIMEOUT_MS = 2_000;
 
 /**
  * The table: one row per key, the algorithm's state as `numeric[]` (see ./algorithms.ts; null in a
@@ -23,24 +27,51 @@ import { ONE_KEY } from './one-key';
  * never moved earlier, so most grants leave `expires_at` as it was and, with pages half empty
  * (fillfactor 50), update the row in place (a HOT update: no index entry to write).
  *
- * A table made by an earlier version gets the new columns (its rows' receipts start in one era,
- * which voids none that matters: no reservation outlives the processes that made it).
+ * A table made by an earlier version gets what it lacks, each change made only when the catalog
+ * says it is needed, so that a table already up to date is neither locked nor changed: `ALTER
+ * TABLE` and `CREATE INDEX ... IF NOT EXISTS` take the table's lock before they look, and would
+ * queue every decision behind a reader holding it (pg_dump, a report). A change that is needed
+ * waits for the lock at most `MIGRATE_LOCK_TIMEOUT_MS`, then fails (run `migrate` again), and none
+ * rewrites the table: the new columns' defaults are not volatile, so PostgreSQL stores them once.
+ * Its rows' receipts start in one era, which voids none that matters: no reservation outlives the
+ * processes that made it.
  */
-const TABLE = (schema: string) => `
+const TABLE = (schema: string, name: (relation: string) => string) => `
 CREATE SCHEMA IF NOT EXISTS ${schema};
 
 CREATE UNLOGGED TABLE IF NOT EXISTS ${schema}.ratekeeper_state (
   key text PRIMARY KEY,
   state numeric[],
-  expires_at bigint NOT NULL
-);
-ALTER TABLE ${schema}.ratekeeper_state SET (fillfactor = 50);
-ALTER TABLE ${schema}.ratekeeper_state ALTER COLUMN state DROP NOT NULL;
-ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN IF NOT EXISTS blocked_until numeric;
-ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN IF NOT EXISTS era numeric NOT NULL DEFAULT pg_current_xact_id()::text::numeric;
-ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN IF NOT EXISTS credited numeric NOT NULL DEFAULT 0;
+  expires_at bigint NOT NULL,
+  blocked_until numeric,
+  era numeric NOT NULL DEFAULT pg_current_xact_id()::text::numeric,
+  credited numeric NOT NULL DEFAULT 0
+) WITH (fillfactor = 50);
 
-CREATE INDEX IF NOT EXISTS ratekeeper_state_expires_at ON ${schema}.ratekeeper_state (expires_at);
+DO ${QUOTE}
+DECLARE
+  t regclass := ${name('ratekeeper_state')}::regclass;
+BEGIN
+  PERFORM set_config('lock_timeout', '${MIGRATE_LOCK_TIMEOUT_MS}', true);
+  IF NOT EXISTS (SELECT FROM pg_class WHERE oid = t AND reloptions @> '{fillfactor=50}') THEN
+    ALTER TABLE ${schema}.ratekeeper_state SET (fillfactor = 50);
+  END IF;
+  IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = t AND attname = 'state' AND attnotnull) THEN
+    ALTER TABLE ${schema}.ratekeeper_state ALTER COLUMN state DROP NOT NULL;
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = t AND attname = 'blocked_until' AND NOT attisdropped) THEN
+    ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN blocked_until numeric;
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = t AND attname = 'era' AND NOT attisdropped) THEN
+    ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN era numeric NOT NULL DEFAULT pg_current_xact_id()::text::numeric;
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = t AND attname = 'credited' AND NOT attisdropped) THEN
+    ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN credited numeric NOT NULL DEFAULT 0;
+  END IF;
+  IF to_regclass(${name('ratekeeper_state_expires_at')}) IS NULL THEN
+    CREATE INDEX ratekeeper_state_expires_at ON ${schema}.ratekeeper_state (expires_at);
+  END IF;
+END ${QUOTE};
 `;
 
 /**
@@ -88,7 +119,7 @@ const DECIDE = (schema: string) => `
 CREATE OR REPLACE FUNCTION ${schema}.ratekeeper_decide(algorithm text, rule numeric[], keys text[], permits numeric[], nows numeric[], op text, receipt numeric[] DEFAULT NULL)
 RETURNS numeric[]
 LANGUAGE plpgsql VOLATILE
-AS $$
+AS ${QUOTE}
 DECLARE
   reply numeric[] := array_fill(0::numeric, ARRAY[3 * cardinality(keys)]);
   i int;
@@ -110,13 +141,13 @@ DECLARE
   inserted int := 0;
 BEGIN
   IF op = 'reset' THEN
-    DELETE FROM ${schema}.ratekeeper_state WHERE key = ANY (keys);
+    DELETE FROM ${schema}.ratekeeper_state WHERE key = ANY (ARRAY(SELECT ${storedKey('u')} FROM unnest(keys) AS u));
     RETURN '{}';
   END IF;
   -- One key needs no sorting, and is the usual call.
   ordered := CASE WHEN cardinality(keys) = 1 THEN '{1}' ELSE ARRAY(SELECT o FROM unnest(keys) WITH ORDINALITY AS u(key, o) ORDER BY u.key, u.o) END;
   FOREACH i IN ARRAY ordered LOOP
-    k := keys[i];
+    k := ${storedKey('keys[i]')};
     LOOP
       IF op = 'peek' THEN
         SELECT s.state, s.expires_at, s.blocked_until, s.era, s.credited INTO old, expires, blocked, row_era, row_credited FROM ${schema}.ratekeeper_state s WHERE s.key = k FOR SHARE;
@@ -206,25 +237,34 @@ BEGIN
     RETURN reply || ARRAY[coalesce(row_era, 0), coalesce(step.issued[1], 0), coalesce(step.issued[2], 0) + row_credited];
   END IF;
   RETURN reply;
-END $$;
+END ${QUOTE};
 `;
 
 /**
- * Everything `migrate` runs, as one multi-statement query: PostgreSQL runs it as one transaction,
- * and the advisory lock makes concurrent migrations (several servers starting at once) wait for
- * each other instead of failing on `CREATE OR REPLACE`.
+ * Everything `migrate` runs when something is out of date, as one multi-statement query:
+ * PostgreSQL runs it as one transaction, and the advisory lock makes concurrent migrations
+ * (several servers starting at once) wait for each other instead of failing on `CREATE OR
+ * REPLACE`. `schema` is the quoted identifier, `literal` makes an SQL string literal.
  */
-export function migration(schema: string): string {
-  return [
-    `SELECT pg_advisory_xact_lock(hashtext('ratekeeper migrate'));`,
-    TABLE(schema),
-    PREVIOUS(schema),
-    DIVISION(schema),
-    TOKEN_BUCKET(schema),
-    FIXED_WINDOW(schema),
-    SLIDING_WINDOW_LOG(schema),
-    SLIDING_WINDOW_COUNTER(schema),
-    DECIDE(schema),
-    ONE_KEY(schema),
-  ].join('\n');
+export function migration(schema: string, literal: (text: string) => string): string {
+  return dollarQuoted(
+    [
+      `SELECT pg_advisory_xact_lock(hashtext('ratekeeper migrate'));`,
+      TABLE(schema, (relation) => literal(`${schema}.${relation}`)),
+      PREVIOUS(schema),
+      DIVISION(schema),
+      TOKEN_BUCKET(schema),
+      FIXED_WINDOW(schema),
+      SLIDING_WINDOW_LOG(schema),
+      SLIDING_WINDOW_COUNTER(schema),
+      DECIDE(schema),
+      ONE_KEY(schema),
+    ].join('\n'),
+  );
 }
+
+/**
+ * The function whose comment holds the stamp of the migration that made the schema (see
+ * `migrate`): written last, in the migration's transaction.
+ */
+export const stampedFunction = (schema: string): string => `${schema}.ratekeeper_decide(text, numeric[], text[], numeric[], numeric[], text, numeric[])`;

@@ -28,8 +28,8 @@ export function hasPostgres(): boolean {
   return existsSync(join(POSTGRES_BIN, 'initdb')) && existsSync(join(POSTGRES_BIN, 'postgres'));
 }
 
-/** The `postgres` user's ids when this process is root (PostgreSQL refuses to run as root); undefined otherwise. */
-async function postgresUser(): Promise<{ uid: number; gid: number } | undefined> {
+/** The `postgres` user's ids when this process is root (PostgreSQL and PgBouncer refuse to run as root); undefined otherwise. */
+export async function postgresUser(): Promise<{ uid: number; gid: number } | undefined> {
   if (process.getuid?.() !== 0) return undefined;
   const [{ stdout: uid }, { stdout: gid }] = await Promise.all([run('id', ['-u', 'postgres']), run('id', ['-g', 'postgres'])]);
   return { uid: Number(uid), gid: Number(gid) };

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { TestProject } from 'vitest/node';
 import { hasRedisServer } from '../../redis/helpers/redis-server';
+import { hasPgBouncer } from './pgbouncer-server';
 import { hasPostgres } from './postgres-server';
 
 /**
@@ -24,7 +25,8 @@ export const servers = [
     ],
   },
   { name: 'valkey-server', present: () => hasRedisServer('valkey-server'), files: ['test/stores/valkey-', 'test/stores/glide-'] },
-  { name: 'postgresql-15', present: hasPostgres, files: ['test/stores/postgres', 'test/postgres/'] },
+  { name: 'postgresql-15', present: hasPostgres, files: ['test/stores/postgres', 'test/postgres/', 'test/stores/pgbouncer-'] },
+  { name: 'pgbouncer', present: hasPgBouncer, files: ['test/stores/pgbouncer-'] },
   { name: 'chromium', present: () => existsSync('/usr/bin/chromium'), files: ['test/browser/'] },
 ] as const;
 
