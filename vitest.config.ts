@@ -7,7 +7,7 @@ import { defineConfig } from 'vitest/config';
 const fast = {
   include: [...['core', 'algorithms', 'limiter', 'http'].map((folder) => `test/${folder}/**/*.test.ts`), 'test/conformance.test.ts'],
   globalSetup: [],
-  provide: { redisPort: 0, valkeyPort: 0, postgresPort: 0 },
+  provide: { redisPort: 0, valkeyPort: 0, postgresPort: 0, pgbouncerPort: 0 },
   setupFiles: ['test/support/fast-property-runs.ts'],
   isolate: false,
 };

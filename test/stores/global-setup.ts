@@ -28,7 +28,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     missing.includes('valkey-server') || !needed(project, 'valkey-server') ? undefined : startRedisServer({ binary: 'valkey-server' }),
     missing.includes('postgresql-15') || !needed(project, 'postgresql-15') ? undefined : startPostgres(),
   ]);
-  const pgbouncer = postgres === undefined || missing.includes('pgbouncer') ? undefined : await startPgBouncer(postgres.port);
+  const pgbouncer = postgres === undefined || missing.includes('pgbouncer') || !needed(project, 'pgbouncer') ? undefined : await startPgBouncer(postgres.port);
   project.provide('valkeyPort', valkey?.port ?? 0);
   project.provide('postgresPort', postgres?.port ?? 0);
   project.provide('pgbouncerPort', pgbouncer?.port ?? 0);

@@ -26,7 +26,7 @@ export const servers = [
   },
   { name: 'valkey-server', present: () => hasRedisServer('valkey-server'), files: ['test/stores/valkey-', 'test/stores/glide-'] },
   { name: 'postgresql-15', present: hasPostgres, files: ['test/stores/postgres', 'test/postgres/', 'test/stores/pgbouncer-'] },
-  { name: 'pgbouncer', present: hasPgBouncer, files: ['test/stores/pgbouncer-'] },
+  { name: 'pgbouncer', present: hasPgBouncer, files: ['test/stores/pgbouncer-', 'test/postgres/stuck-key'] },
   { name: 'chromium', present: () => existsSync('/usr/bin/chromium'), files: ['test/browser/'] },
 ] as const;
 
