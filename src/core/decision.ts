@@ -67,8 +67,7 @@ export function reject(limit: number, remaining: number, retryAfterMs: number, r
  * and retry once a key that used its whole limit now would be as new (`emptiedResetAfterMs`), an
  * upper bound on when a resident key that goes quiet frees its slot; `resetAfterMs` the same, since
  * no decision has it below `retryAfterMs`. Built as one object, not a rejection and then its
- * degraded copy: a flood of new keys against a full table makes one per refused call, 40% of the
- * calls in bench/flood.ts.
+ * degraded copy: a flood of new keys against a full table makes one per refused call.
  */
 export function keyTableFull(limit: number, emptiedResetAfterMs: number): Rejected {
   const retryAfterMs = Math.max(1, emptiedResetAfterMs);
@@ -82,7 +81,7 @@ export function keyTableFull(limit: number, emptiedResetAfterMs: number): Reject
  */
 export function degrade<D extends Decision>(decision: D, degraded: DegradedReason): D {
   // Spelled out rather than spread: a refused flood of new keys makes one of these per call, and
-  // object spread measured several times slower (12% of a flood call's time in a profile).
+  // object spread is several times slower (bench/HISTORY.md).
   const { allowed, limit, remaining, retryAfterMs, resetAfterMs } = decision;
   return { allowed, limit, remaining, retryAfterMs, resetAfterMs: resetAfterMs < retryAfterMs ? retryAfterMs : resetAfterMs, degraded } as D;
 }

@@ -3,8 +3,28 @@ import { rangeError, typeError } from '../core/errors';
 import { ceilDiv } from '../core/exact';
 import { assertNumber, describe } from '../core/validate';
 import { assertObject, positiveNumber } from './check';
-import type { PolicyDecision } from './rate-limit-headers';
 import { policyName, sfInteger } from './structured-field';
+
+/**
+ * One policy of a composite limit: its decision for this request, its name and its window.
+ *
+ * @example
+ * ```ts
+ * import type { PolicyDecision } from 'ratekeeper/http';
+ * const daily: PolicyDecision = {
+ *   name: 'daily',
+ *   windowMs: 86_400_000,
+ *   decision: { allowed: true, limit: 1000, remaining: 3, retryAfterMs: 0, resetAfterMs: 3_600_000 },
+ * };
+ * ```
+ */
+export interface PolicyDecision {
+  readonly decision: Decision;
+  /** Non-empty printable ASCII, unique among the policies. */
+  readonly name: string;
+  /** The policy's window in ms, as `RateLimitHeaderOptions.windowMs` (advertised as `w`). */
+  readonly windowMs?: number | undefined;
+}
 
 /** A policy reduced to the integers the fields carry. */
 export interface Policy {

@@ -1,7 +1,7 @@
 import type { Decision } from '../core/decision';
 import { rangeError } from '../core/errors';
 import { assertObject, oneOf } from './check';
-import { policiesOf, policyOf, tighter, type Policy } from './policy';
+import { policiesOf, policyOf, tighter, type Policy, type PolicyDecision } from './policy';
 import { policyName, sfString } from './structured-field';
 
 /** The header formats `rateLimitHeaders` can write, newest first. */
@@ -45,27 +45,6 @@ export interface RateLimitHeaderOptions {
    * is required. @default undefined
    */
   windowMs?: number | undefined;
-}
-
-/**
- * One policy of a composite limit: its decision for this request, its name and its window.
- *
- * @example
- * ```ts
- * import type { PolicyDecision } from 'ratekeeper/http';
- * const daily: PolicyDecision = {
- *   name: 'daily',
- *   windowMs: 86_400_000,
- *   decision: { allowed: true, limit: 1000, remaining: 3, retryAfterMs: 0, resetAfterMs: 3_600_000 },
- * };
- * ```
- */
-export interface PolicyDecision {
-  readonly decision: Decision;
-  /** Non-empty printable ASCII, unique among the policies. */
-  readonly name: string;
-  /** See {@link RateLimitHeaderOptions.windowMs}. */
-  readonly windowMs?: number | undefined;
 }
 
 type Writer = (policies: readonly Policy[], tightest: Policy) => Record<string, string>;

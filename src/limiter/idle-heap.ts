@@ -16,14 +16,13 @@ const FIRST_CAPACITY = 1024;
  * New keys are `queue`d: new keys of one rule arrive in the order they go idle, so each goes to the
  * end of a lane (a ring buffer in time order), and comes out of its front. Only entries that fit no
  * lane, and those `push`ed again out of order, go to a binary min-heap. A flood of new keys then
- * costs a lane step each way, not a heap's ~17 levels over three arrays of 100 000 entries: the
- * heap was 16% of a flood's CPU in bench/flood.ts, and the flood's cost fell from 3.8-4.2x a
- * resident key's decision to 2.3-3.1x (four full runs of `npm run bench`). Several lanes keep the new keys of a few rules apart (a flood of
- * anonymous keys beside new signed-in users with a longer window); a lane is given to the entry it
- * delays least.
+ * costs a lane step each way, not a heap's ~17 levels over three arrays of 100 000 entries, where
+ * the heap was a large part of a flood's CPU (bench/HISTORY.md). Several lanes keep the new keys
+ * of a few rules apart (a flood of anonymous keys beside new signed-in users with a longer window);
+ * a lane is given to the entry it delays least.
  */
 export class IdleHeap {
-  /** What `pop` returns, filled again by each pop: a pair per pop was 30% of a flood's allocation. */
+  /** What `pop` returns, filled again by each pop: a pair per pop was much of a flood's allocation. */
   readonly #popped: Popped = { at: 0, key: '', state: undefined as unknown as RateLimitAlgorithm };
   #at: number[] = [];
   #keys: string[] = [];

@@ -18,12 +18,12 @@ interface Pins {
 /**
  * Entries examined each time a new key is stored, until the table is first full. Two is the fewest
  * that keep a table within twice its active keys (the README's claim, tested in
- * test/limiter/flood.test.ts): new keys arriving steadily, each active for a second, kept 1.5x the
- * active keys resident with two; with one the table had reached 4.4x and was still growing.
+ * test/limiter/flood.test.ts): with one, a table under new keys arriving steadily kept growing
+ * (bench/HISTORY.md).
  *
- * A full table no longer relies on the sweep to admit newcomers (it admitted 46% of a flood's
- * newcomers in bench/flood.ts while 60% could fit): the idle heap finds an idle key whenever one is
- * resident, and admits exactly the 60%.
+ * A full table no longer relies on the sweep to admit newcomers (it admitted fewer of a flood's
+ * newcomers than could fit): the idle heap finds an idle key whenever one is resident, and admits
+ * exactly those that fit.
  */
 const SWEEP_PER_NEW_KEY = 2;
 
@@ -48,8 +48,8 @@ export class KeyTable {
   /**
    * Keys someone waits on: kept even when idle, so their line never competes for a slot again. An
    * object rather than a closure: a closure per limiter made the sweep's optimized code deoptimize
-   * ("wrong call target") whenever a second limiter swept, and one such call took 8 ms in
-   * bench/latency.ts.
+   * ("wrong call target") whenever a second limiter swept, and such a call stalled
+   * (bench/latency.ts).
    */
   readonly #pinned: Pins;
   /**
@@ -57,7 +57,7 @@ export class KeyTable {
    * be idle, so that a full table finds an idle key whenever there is one, without a search: a
    * newcomer is refused only when no resident key (not waited on) is idle. Built when the table
    * first fills and kept while it stays full; until then the sweep reclaims, and nothing is spent
-   * on it (a heap entry per admission kept reclaimed states alive: 2.3x the CPU, most of it GC).
+   * on it (a heap entry per admission kept reclaimed states alive, and GC took the CPU).
    */
   #idle: IdleHeap | undefined;
   /**
@@ -69,8 +69,8 @@ export class KeyTable {
   /** The last delay before looking again at a state without `peek` (see `#idleAt`). */
   readonly #delays = new WeakMap<RateLimitAlgorithm, number>();
   /**
-   * The last key found in `#current`, and its state: a hot key skips the map lookup (one hot key:
-   * 1.42-1.58x the floor without, 1.27x with, in the same kind of run). Every removal from
+   * The last key found in `#current`, and its state: a hot key skips the map lookup, a visible part
+   * of its decision's cost (bench/HISTORY.md). Every removal from
    * `#current` forgets it (`#removed`, `reconfigure`), so it never outlives its entry.
    */
   #lastKey: string | undefined;
@@ -231,7 +231,7 @@ export class KeyTable {
   /**
    * Remembers a resident key not forgettable now for when it could be: its idle time, or its block's
    * end if later. A key someone waits on is remembered again only when its line ends (`changed`):
-   * pushed again each ms, 100 000 blocked idle keys cost each newcomer 74-208 ms.
+   * pushed again each ms, blocked idle keys stalled every newcomer (bench/HISTORY.md).
    */
   #again(key: string, state: RateLimitAlgorithm, now: number): void {
     const pinned = this.#pinned.until(key, now);

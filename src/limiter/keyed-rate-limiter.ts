@@ -115,8 +115,8 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
   /**
    * `tryAcquire` once a key has been blocked: the first `block` puts it in place of the plain one
    * (see `block`), so a limiter that never blocks pays nothing for blocks. Checking a flag on every
-   * call cost a hot key 5-15% in the same process (bench/_ab runs beside main's code): the branch
-   * alone was enough to change what V8 inlined.
+   * call cost a hot key measurably (bench/HISTORY.md): the branch alone was enough to change what V8
+   * inlined.
    */
   #tryAcquireUnlessBlocked(key: string, permits = 1): Decision {
     const now = this.#read(this.#clock.now());
@@ -315,7 +315,7 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * old part (same algorithm and limit; with as many parts, else the same algorithm, else the same
    * place) used, or else the most any old part used. Keys are carried over lazily, on first use or as the
    * table is swept, so this call touches no key, except keys an earlier switch has not carried yet:
-   * those are carried over first, one pass over them (288 ms for 300 000 keys). Waiters are tried
+   * those are carried over first, one pass over them (docs/limiter.md). Waiters are tried
    * again at once under the new rule. A custom algorithm without `peek` keeps its state until it is idle.
    *
    * @example

@@ -1,4 +1,4 @@
-/** Entries at which a map splits into shards. Moving them all is one call's extra work: ~0.4 ms measured. */
+/** Entries at which a map splits into shards. Moving them all is one call's extra work, well under a ms. */
 const SPLIT_AT = 4096;
 /** log2 of the most shards: 256 shards keep every shard of a million keys near 4000 entries. */
 const MAX_SHARD_BITS = 8;
@@ -8,22 +8,18 @@ const MAX_SHARD_BITS = 8;
  * the key, once it holds 4096 entries, so that no single insert or delete stalls.
  *
  * V8 rebuilds the whole hash table of a `Map` inside one `set` or `delete` (when it grows, shrinks,
- * or fills with deleted slots). Reclaiming a million keys, that one call took 60-75 ms, a bare Map
- * the same; split, a million keys make shards of ~4000 and the slowest call took 0.6 ms
- * (bench/latency.ts). Below 4096 entries there is one map and no key is hashed, so a small table,
- * and the hot key, pays one extra branch. The price is on large tables: a lookup hashes its key and
- * loses the locality of one table (100 000 keys: +15% to +60% per decision, measured).
+ * or fills with deleted slots): reclaiming a million keys, that one call stalls for tens of ms.
+ * Split, a million keys make shards of ~4000 and no call stalls (bench/latency.ts). Below 4096
+ * entries there is one map and no key is hashed, so a small table, and the hot key, pays one extra
+ * branch. The price is on large tables: a lookup hashes its key and loses the locality of one table.
  *
  * A map told its most entries makes only as many shards as keep each under 4096 at that size: a
- * key table with `maxKeys: 100_000` has 32. Fewer shards keep more locality: 100 000 keys visited
- * in creation order cost 1.6x the floor in 32 shards against 2.4x in 256, and a flood of new keys
- * against them cost 11% less per call (measured).
+ * key table with `maxKeys: 100_000` has 32. Fewer shards keep more locality, so lookups and floods
+ * cost less (bench/HISTORY.md).
  *
- * Tried and dropped: shards that split in two at 2048 keys (extendible hashing), so 100 000 keys
- * make 64 shards instead of 256. Keys visited in creation order cost 1.7-1.8x the floor instead of
- * 2.2-2.5x, but while a million idle keys were replaced the sweep emptied shards one at a time, the
- * others split (386 splits, ~0.4 ms each), shards never merged, and the slowest call rose from
- * 0.5-0.7 ms to 0.6-1.2 ms.
+ * Tried and dropped: shards that split in two at 2048 keys (extendible hashing). Fewer shards, but
+ * while a million idle keys were replaced the sweep emptied shards one at a time, the others split,
+ * shards never merged, and the slowest call got slower (bench/HISTORY.md).
  */
 export class ShardedMap<V> {
   /** The one map, until the split; undefined after it. */

@@ -27,8 +27,7 @@ import { PostgresTimeoutError } from './timeout-error';
 /**
  * The most decisions one round trip carries. Their rows stay locked until the statement ends, and
  * a pool runs several batches side by side on its connections (one backend each), so batches are
- * kept short: with a pool of 8 and 32 calls in flight, 4 gave 1.5× the decisions/s of 32 (measured
- * in bench/stores.ts).
+ * kept short: short batches gave more decisions/s than long ones (bench/HISTORY.md).
  */
 const MAX_BATCH = 4;
 

@@ -19,9 +19,9 @@ export interface Waiting {
  * of its batches has been answered or released by a timeout, so a server that does not answer
  * holds the waiting calls no longer than the bound.
  *
- * One round in flight, not more: measured with calls arriving one per macrotask (docs/redis.md, "When
- * calls are batched"), four rounds in flight doubled the decisions/s of 8 callers but made the
- * batches of a CPU-bound HTTP server a third as large, costing it more CPU per request than it saved.
+ * One round in flight, not more: more rounds in flight raise the decisions/s of a few callers but
+ * make the batches of a CPU-bound HTTP server smaller, costing it more CPU per request than they
+ * save (bench/HISTORY.md; docs/redis.md, "When calls are batched").
  *
  * Calls wait and leave in the order they were made and one client sends the batches in that order,
  * so calls on one key reach the store in the order they were made. A call answered while it waited
@@ -92,7 +92,7 @@ export class Coalescer<T extends Waiting> {
 
 /**
  * The flush goes in a promise reaction rather than `queueMicrotask`, which in Node wraps every
- * callback in an AsyncResource: ~50 ns of the ~0.6 µs of JS a lone call costs (measured, hot loop).
+ * callback in an AsyncResource, a visible part of what a lone call costs (bench/HISTORY.md).
  */
 const RESOLVED = Promise.resolve();
 

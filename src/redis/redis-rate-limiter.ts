@@ -28,11 +28,9 @@ import { checkStoreOptions, report, toRule } from './store-options';
 import { CallTimeouts } from './timeout';
 
 /**
- * The most decisions one script call carries. Measured with calls arriving one per macrotask
- * (docs/redis.md, "When calls are batched"; token bucket, ioredis, same runs): with 64 callers, 16
- * gave 2.4-2.5x rate-limiter-flexible's decisions/s against 2.0-2.1x for 32, since a full batch
- * leaves at once, beside the round, instead of waiting for it; one script then holds Redis (and its
- * other clients) for only 25-40 µs.
+ * The most decisions one script call carries. Small enough that a full batch leaves at once, beside
+ * the round, instead of waiting for it, and that one script holds Redis (and its other clients)
+ * only briefly; 16 beat 32 with 64 callers (bench/HISTORY.md).
  */
 const MAX_BATCH = 16;
 

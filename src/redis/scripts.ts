@@ -33,8 +33,8 @@ export interface ScriptPlan {
 
 /**
  * Hashed when first sent, not when the module loads: hashing every algorithm's script in code not
- * yet optimized took most of the CPU of importing `ratekeeper/redis` (~12 of ~19 ms, measured), a
- * cost every cold start paid for scripts most applications never run.
+ * yet optimized took most of the CPU of importing `ratekeeper/redis` (bench/HISTORY.md), a cost
+ * every cold start paid for scripts most applications never run.
  */
 function script(algorithm: string, operations: string, ruleArgs: number): LuaScript {
   const source = batchScript(algorithm, operations, ruleArgs);

@@ -15,7 +15,7 @@ import type { SharedState } from './state';
  * The word is exact while `uptime·perMs + capacity < 2^64` (layout.ts refuses rules that would not
  * last ten years): `Rule(1e9, 1000)` lasts 584 years, `perSecond(10)` for ever. The word is read and
  * swapped as a BigInt; what is measured against the capacity (at most twice it) is counted in plain
- * numbers when the capacity is below 2^52, the common case and 2-3x faster, else in BigInt. Turning
+ * numbers when the capacity is below 2^52, the common case and much faster, else in BigInt. Turning
  * a number into a BigInt or back costs more than the CAS itself, so the hot path does neither: the
  * cost's BigInt is kept per permits, and a word equal to the one this thread last wrote there (at
  * this same reading) has that word's debt, known without subtracting and converting.

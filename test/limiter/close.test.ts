@@ -1,7 +1,7 @@
 // Shutting down: close() and `using` end every wait, clear every timer, and leave deciding alone.
-import { readFileSync } from 'node:fs';
 import { inspect } from 'node:util';
 import { createContext, runInContext } from 'node:vm';
+import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
 import {
   Composite,
@@ -74,13 +74,15 @@ describe('KeyedRateLimiter.close', () => {
 });
 
 describe('a runtime without Symbol.dispose', () => {
-  it('gets the registered symbols transpilers use instead, and no method named "undefined"', () => {
+  it('gets the registered symbols transpilers use instead, and no method named "undefined"', async () => {
     // A fresh realm has no Symbol.dispose on Node 20 (Node adds it to the main realm only), as in
-    // older browsers. The built CommonJS file is self-contained, so it runs there as it is.
+    // older browsers. The source bundled as tsup bundles it (esbuild, CommonJS, es2022) is
+    // self-contained, so it runs there as it is; bundling here needs no `npm run build` first.
+    const { outputFiles } = await build({ entryPoints: ['src/index.ts'], bundle: true, format: 'cjs', target: 'es2022', platform: 'neutral', write: false });
     const realm = createContext({ performance, setTimeout, clearTimeout });
     expect(runInContext('typeof Symbol.dispose', realm)).toBe('undefined');
     const module = { exports: {} as Record<string, new (...args: never[]) => object> & { Rule: { perSecond(n: number): object } } };
-    const load = runInContext(`(function (module, exports) {${readFileSync('dist/index.cjs', 'utf8')}\n})`, realm) as (m: unknown, e: unknown) => void;
+    const load = runInContext(`(function (module, exports) {${outputFiles[0]!.text}\n})`, realm) as (m: unknown, e: unknown) => void;
     load(module, module.exports);
     const { KeyedRateLimiter: Limiter, TokenBucket: Bucket, Rule: R } = module.exports;
     const limiter = new (Limiter as new (options: object) => Record<PropertyKey, unknown>)({ algorithm: () => new (Bucket as new (rule: object) => object)(R.perSecond(1)) });

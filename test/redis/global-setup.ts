@@ -1,4 +1,5 @@
 import type { TestProject } from 'vitest/node';
+import { needed } from '../stores/servers/servers';
 import { hasRedisServer, startRedisServer } from './helpers/redis-server';
 
 declare module 'vitest' {
@@ -8,8 +9,15 @@ declare module 'vitest' {
   }
 }
 
-/** Starts one redis-server for the whole run; each Redis test file keys its data by its own prefix. */
+/**
+ * Starts one redis-server for the whole run, when a selected test file needs it; each Redis test
+ * file keys its data by its own prefix.
+ */
 export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
+  if (!needed(project, 'redis-server')) {
+    project.provide('redisPort', 0);
+    return undefined;
+  }
   if (!hasRedisServer()) {
     const message = 'redis-server is not installed: the Redis suites (test/redis) cannot run. Install it, e.g. `apt-get install redis-server`.';
     if (process.env.CI === 'true') throw new Error(message);

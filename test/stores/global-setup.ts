@@ -2,7 +2,7 @@ import type { TestProject } from 'vitest/node';
 import { startRedisServer } from '../redis/helpers/redis-server';
 import { startPgBouncer } from './servers/pgbouncer-server';
 import { startPostgres } from './servers/postgres-server';
-import { missingMessage, type ServerName, servers } from './servers/servers';
+import { missingMessage, needed, type ServerName, servers } from './servers/servers';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -25,10 +25,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const missing = servers.filter((server) => !server.present()).map((server) => server.name);
   if (process.env.CI === 'true' && missing.length > 0) throw new Error(missing.map((name) => missingMessage(name as ServerName)).join('\n'));
   const [valkey, postgres] = await Promise.all([
-    missing.includes('valkey-server') ? undefined : startRedisServer({ binary: 'valkey-server' }),
-    missing.includes('postgresql-15') ? undefined : startPostgres(),
+    missing.includes('valkey-server') || !needed(project, 'valkey-server') ? undefined : startRedisServer({ binary: 'valkey-server' }),
+    missing.includes('postgresql-15') || !needed(project, 'postgresql-15') ? undefined : startPostgres(),
   ]);
-  const pgbouncer = postgres === undefined || missing.includes('pgbouncer') ? undefined : await startPgBouncer(postgres.port);
+  const pgbouncer = postgres === undefined || missing.includes('pgbouncer') || !needed(project, 'pgbouncer') ? undefined : await startPgBouncer(postgres.port);
   project.provide('valkeyPort', valkey?.port ?? 0);
   project.provide('postgresPort', postgres?.port ?? 0);
   project.provide('pgbouncerPort', pgbouncer?.port ?? 0);

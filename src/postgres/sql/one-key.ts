@@ -16,12 +16,10 @@
 //   again and finds that row, as `ratekeeper_decide` loops).
 //
 // Why PL/pgSQL statements rather than one SQL statement: a call's cost is the statements it
-// executes and the expressions it evaluates, each set up again in every transaction. Measured on
-// PostgreSQL 15 (a procedure calling each variant 3 000 times, one transaction per call, best of
-// five): a single CTE statement (lock, clock, decide in LATERAL steps, update or insert) took
-// 35 µs a decision, this step 21-28 µs, a bare SELECT FOR UPDATE plus an UPDATE by ctid 20 µs,
-// rate-limiter-flexible's upsert 11-13 µs. The same step in bigint instead of numeric saved under
-// a microsecond (within the noise), so every rule, up to 2^53 × 2^42, takes this one path.
+// executes and the expressions it evaluates, each set up again in every transaction, and a single
+// CTE statement (lock, clock, decide in LATERAL steps, update or insert) cost more than this step
+// (bench/HISTORY.md). The same step in bigint instead of numeric saved nothing beyond the noise,
+// so every rule, up to 2^53 × 2^42, takes this one path.
 //
 // Each function is called with a one-line unnamed statement (safe behind PgBouncer in transaction
 // mode), and PL/pgSQL keeps its statements' plans for the session.

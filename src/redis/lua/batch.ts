@@ -15,7 +15,7 @@ import { OPERATION_PRELUDE, PRELUDE } from './prelude';
  * which returns whether it granted, then remaining, retryAfterMs and resetAfterMs. Then come the
  * permits, one per key, and, when the caller's clock decides, its readings in ms, one per key.
  * Without readings, permits that are all 1 (the usual case) are left out: a third fewer arguments
- * to send and parse, ~12% less CPU a decision (measured).
+ * to send and parse, and less CPU a decision (bench/HISTORY.md).
  *
  * Without readings the server's own clock decides: read once per script (decisions batched
  * together were asked for in the same instant) and floored to whole ms as `systemClock` is, so
@@ -29,8 +29,8 @@ import { OPERATION_PRELUDE, PRELUDE } from './prelude';
  * others decide normally. Numbers go as text, plain decimal digits, which both clients read back
  * exactly (their integer decoders round numbers near 2^53). Every number of a decision is a whole
  * number below 2^53 (counts, and times rounded up to whole ms), so '%d' writes it as '%.17g' would,
- * at less than half the cost: 0.38 µs instead of 0.85 for an allowed decision's two numbers,
- * measured in Redis 7.0, where formatting was the largest part of a batched decision's cost.
+ * at less than half the cost, where formatting was the largest part of a batched decision's cost
+ * (bench/HISTORY.md).
  */
 export function batchScript(algorithm: string, operations: string, ruleArgs: number): string {
   return `${PRELUDE}${algorithm}

@@ -13,11 +13,10 @@ import { CEIL_DIV, FLOOR_DIV, FOREIGN, MUL_DIV, blockedAnswer, readTail } from '
  * (and the tail).
  *
  * A key must live until its bucket is full again, and that moment moves later with every grant;
- * setting the expiry (`SET ... PX`) was half of a decision's cost inside Redis (~1.5 of 3.0 µs,
- * batches of 32 over 10 000 keys). So a key is given `slack` more than it needs, a quarter window
- * and at most a minute, and its expiry is set again only when less than half of that is left:
- * until then a grant overwrites the first 16 bytes in place (`SETRANGE`), ~2.3 µs a decision. An
- * idle key outlives its full bucket by at most `slack`. Expiries are on the server's clock.
+ * setting the expiry (`SET ... PX`) was half of a decision's cost inside Redis (bench/HISTORY.md).
+ * So a key is given `slack` more than it needs, a quarter window and at most a minute, and its
+ * expiry is set again only when less than half of that is left: until then a grant overwrites the
+ * first 16 bytes in place (`SETRANGE`). An idle key outlives its full bucket by at most `slack`. Expiries are on the server's clock.
  *
  * In debt (a charge) the units go below zero, down to one full bucket below; a reservation's
  * receipt is the units left right after its grant, when, and the units the key's refunds had given
