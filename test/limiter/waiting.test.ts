@@ -4,6 +4,7 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { KeyedRateLimiter, ManualScheduler, Rule, TokenBucket, type Decision } from '../../src/index';
 import { type AlgorithmCase, algorithms, boundName, type Grant, recording, worstExcess } from '../support/algorithms';
+import { HANG_MS } from '../support/hang';
 import { rangeError, typeError } from '../../src/core/errors';
 
 // acquire() on the keyed limiter, driven by a ManualScheduler: time moves only when the test moves
@@ -327,8 +328,8 @@ describe('acquire', () => {
     const started = performance.now();
     for (let i = 0; i < 3; i++) await limiter.acquire('k');
     const elapsed = performance.now() - started;
-    expect(elapsed).toBeGreaterThanOrEqual(70);
-    expect(elapsed).toBeLessThan(2000);
+    expect(elapsed).toBeGreaterThanOrEqual(70); // waited for the permits on real time: load can only add to it
+    expect(elapsed).toBeLessThan(HANG_MS);
     expect(attempts).toBeLessThanOrEqual(7); // one try each, plus a retry if a timer fires a ms early
   });
 });

@@ -11,15 +11,10 @@ import { KeyedRateLimiter, Rule, TokenBucket } from '../../src/index';
 import { type RedisClientLike, RedisRateLimiter, type StoreErrorPolicy } from '../../src/redis';
 import { ioredisClient, nodeRedisClient, redisPort, uniquePrefix } from '../redis/helpers/clients';
 import { startRedisServer } from '../redis/helpers/redis-server';
+import { HANG_MS } from '../support/hang';
 import { recovered, timed } from '../support/recovery';
 
 const TIMEOUT_MS = 150;
-/**
- * A call still unsettled this long after it began has hung. Many times timeoutMs on purpose: the
- * bound catches a call the timeout failed to answer, never a slow machine (timeoutMs + 350 ms once
- * failed under load). That the timeout answered shows in the decision, `degraded`.
- */
-const HANG_MS = 5_000;
 
 /** A TCP proxy on loopback that holds every chunk, in both directions, `delayMs` before passing it on, in order. */
 async function delayingProxy(targetPort: number) {
@@ -112,7 +107,7 @@ describe.skipIf(!redisPort)('Redis faults: the policy answers in time, nothing i
           }
           proxy.setDelay(0);
           // Redis ran the eight late calls when they arrived: they spent what was left, never more.
-          const after = await recovered(limiter, key, 5_000, HANG_MS);
+          const after = await recovered(limiter, key, 5_000);
           expect(after).toMatchObject({ allowed: false, remaining: 0 });
           expect(after.degraded).toBeUndefined();
         }
@@ -157,7 +152,7 @@ describe.skipIf(!redisPort)('Redis faults: the policy answers in time, nothing i
       await pause(500);
       server = await startRedisServer({ port });
       // Recovery in place: the same limiters and clients, no restart of the app.
-      for (const limiter of limiters) expect((await recovered(limiter, 'fresh', 10_000, HANG_MS)).degraded).toBeUndefined();
+      for (const limiter of limiters) expect((await recovered(limiter, 'fresh', 10_000)).degraded).toBeUndefined();
     } finally {
       calling = false;
       await Promise.all(callers);

@@ -9,6 +9,7 @@ import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock, Rule } from '../../src/index';
 import { SharedKeyedRateLimiter, type SharedAlgorithm } from '../../src/shared';
+import { HANG_MS } from '../support/hang';
 
 const WORKER = fileURLToPath(new URL('./fixtures/race-worker.mjs', import.meta.url));
 const DIST = fileURLToPath(new URL('../../dist/shared.js', import.meta.url));
@@ -175,7 +176,10 @@ describe('the shared key table under threads', () => {
       await Promise.all(runs.map((r) => r.ready));
       await new Promise((resolve) => setTimeout(resolve, Math.random() * 5));
       await Promise.all(victims.map((victim) => victim.worker.terminate()));
-      // Every key the victims were working on, and the hot key, still decide at once and normally.
+      // Every key the victims were working on, and the hot key, still decide normally. A call is
+      // synchronous and the table takes no lock, so a wedge shows as a refusal or degraded answer
+      // (checked) or as a spin: the test's timeout ends one that never returns, the hang guard a
+      // round that returns only after seconds (a bound on speed failed under load).
       const started = performance.now();
       for (let i = 0; i < 512; i++) {
         for (const prefix of ['shared-0', 'shared-1']) {
@@ -184,7 +188,7 @@ describe('the shared key table under threads', () => {
         }
       }
       expect(limiter.tryAcquire('hot').allowed).toBe(true);
-      expect(performance.now() - started).toBeLessThan(2000);
+      expect(performance.now() - started, `round ${round}`).toBeLessThan(HANG_MS);
     }
     expect(limiter.size).toBe(1025);
   }, 60_000);

@@ -1,5 +1,6 @@
 import { expect } from 'vitest';
 import type { AsyncRateLimiter, Decision } from '../../src/index';
+import { HANG_MS } from './hang';
 
 /** Calls `tryAcquire` and measures how long it took to settle. */
 export async function timed(limiter: AsyncRateLimiter, key: string, permits = 1): Promise<{ decision: Decision; elapsed: number }> {
@@ -9,15 +10,14 @@ export async function timed(limiter: AsyncRateLimiter, key: string, permits = 1)
 }
 
 /**
- * Calls until the store answers normally again, for at most `ms`, every call settling within
- * `boundMs` (its timeoutMs plus a margin); resolves with the first decision not degraded, or the
- * last one tried.
+ * Calls until the store answers normally again, for at most `ms`, no call hanging (HANG_MS);
+ * resolves with the first decision not degraded, or the last one tried.
  */
-export async function recovered(limiter: AsyncRateLimiter, key: string, ms: number, boundMs: number): Promise<Decision> {
+export async function recovered(limiter: AsyncRateLimiter, key: string, ms: number): Promise<Decision> {
   const deadline = performance.now() + ms;
   for (;;) {
     const { decision, elapsed } = await timed(limiter, key);
-    expect(elapsed).toBeLessThan(boundMs);
+    expect(elapsed).toBeLessThan(HANG_MS);
     if (decision.degraded === undefined || performance.now() > deadline) return decision;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
