@@ -46,7 +46,10 @@ async function serve(storage: ThrottlerStorageLike, throttlers: Throttler[]) {
   closeApp = () => app.close();
   return async (path = '/ok') => {
     const response = await fetch(url + path);
-    const headers = Object.fromEntries([...response.headers].filter(([name]) => name.startsWith('x-ratelimit') || name.startsWith('retry-after')));
+    const headers: Record<string, string> = {};
+    response.headers.forEach((value, name) => {
+      if (name.startsWith('x-ratelimit') || name.startsWith('retry-after')) headers[name] = value;
+    });
     return { status: response.status, headers };
   };
 }
