@@ -1,4 +1,5 @@
 import { scaledUnits } from '../algorithms/token-bucket';
+import { expirySlackMs as slack } from '../store/constants';
 import type { Rule } from '../core/rule';
 import type { RedisAlgorithm } from '../redis/scripts';
 
@@ -37,7 +38,7 @@ const windowed = (codec: SqlPlan['codec']): SqlPlan => ({ codec, ruleArgs: ({ li
  * still or lag it; without this margin a row could vanish while, by the caller's clock, its key
  * still counted something (forgiving it). The limiter passes it as the last of the rule's numbers.
  */
-export const expirySlackMs = ({ windowMs }: Rule): number => Math.min(Math.floor(windowMs / 4), 60_000);
+export const expirySlackMs = ({ windowMs }: Rule): number => slack(windowMs);
 
 /** The plan for each algorithm name. */
 export const sqlPlans: Readonly<Record<PostgresAlgorithm, SqlPlan>> = {
