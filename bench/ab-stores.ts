@@ -33,9 +33,9 @@ export type AbTree = (typeof AB_TREES)[number];
 
 /** Calls in flight on Redis: the "one call per macrotask, 64 in flight". */
 export const AB_REDIS_IN_FLIGHT = 64;
-export const AB_REDIS_SAMPLE_MS = 500;
+export const AB_REDIS_SAMPLE_MS = 300;
 export const AB_POSTGRES_IN_FLIGHT = [1, 8, 32] as const;
-export const AB_POSTGRES_SAMPLE_MS = 400;
+export const AB_POSTGRES_SAMPLE_MS = 300;
 const WARMUP_MS = 300;
 
 export interface AbRedisResult {
@@ -70,14 +70,17 @@ interface Named extends RedisContender {
 
 const importTree = async (tree: string, entry: string): Promise<Record<string, unknown>> => (await import(pathToFileURL(join(tree, 'src', entry)).href)) as Record<string, unknown>;
 
-/** Each contender once per round, the order rotated every round, so old and new run moments apart. */
+/**
+ * Each contender once per round, the order rotated every round and reversed every other round: old
+ * and new of a pair run moments apart, the old first in one round and the new in the next, so that
+ * a load rising or falling through a round favours neither.
+ */
 async function rounds<T>(contenders: readonly Named[], count: number, run: (contender: Named) => Promise<T>): Promise<Map<Named, T[]>> {
   const samples = new Map(contenders.map((c) => [c, [] as T[]]));
   for (let round = 0; round < count; round++) {
-    for (let k = 0; k < contenders.length; k++) {
-      const contender = contenders[(round + k) % contenders.length]!;
-      samples.get(contender)!.push(await run(contender));
-    }
+    const order = contenders.map((_, k) => contenders[(round + k) % contenders.length]!);
+    if (round % 2 === 1) order.reverse();
+    for (const contender of order) samples.get(contender)!.push(await run(contender));
   }
   return samples;
 }

@@ -3,13 +3,15 @@
 //
 //   node scripts/store-lines.mjs [tree]             one checkout (default: this one)
 //   node scripts/store-lines.mjs <before> <after>   two, side by side, with the change
+//   --files                                         and each file's count
 //
 // Lines are read through TypeScript's own parser, so strings, regular expressions and template
 // literals can never pass for comments (nor comments for code). A line counts when a token of
 // code is on it; `//`, `/* */` and JSDoc are trivia, not tokens. The Lua and SQL the stores send
 // live in template literals: a line of one counts unless it is blank or a `--` comment (a line
-// with code before its `--` counts). Lines holding a template's backtick or `${...}` count as
-// TypeScript. "embedded" is the part of the count that is Lua or SQL text.
+// with code before its `--` counts). "template text" is the part of the count with such text on it
+// (the Lua and SQL, and the odd multi-line message); a line holding only a template's backtick or
+// a `${...}` is TypeScript.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -115,6 +117,7 @@ function measureTree(root) {
     return {
       name,
       files: files.length,
+      perFile: files.map((file, i) => ({ file: relative(root, file), ...counts[i] })),
       code: counts.reduce((sum, c) => sum + c.code, 0),
       embedded: counts.reduce((sum, c) => sum + c.embedded, 0),
     };
@@ -145,11 +148,16 @@ const folderTotal = (tree) => tree.folders.filter((f) => STORE_FOLDERS.includes(
 
 function printTree(tree) {
   console.log(`# ${tree.root}\n`);
-  const rows = [['folder', 'files', 'code lines', 'of which Lua/SQL']];
+  const rows = [['folder', 'files', 'code lines', 'of which template text (Lua, SQL)']];
   for (const f of tree.folders) rows.push([f.name, f.files, f.code, f.embedded]);
   rows.push([STORE_FOLDERS.join(' + '), '', folderTotal(tree), '']);
   console.log(`${table(rows)}\n`);
-  const graph = [['imports between src folders', 'imports', 'type-only', 'files']];
+  if (perFile) {
+    const files = [['file', 'code lines', 'of which template text (Lua, SQL)']];
+    for (const f of tree.folders) for (const each of f.perFile) files.push([each.file, each.code, each.embedded]);
+    console.log(`${table(files)}\n`);
+  }
+  const graph = [['imports between src folders', 'import statements', 'import type', 'files']];
   for (const e of tree.edges) graph.push([`${e.from} -> ${e.to}`, e.imports, e.typeOnly, e.files.size]);
   console.log(`${table(graph)}\n`);
 }
@@ -166,7 +174,8 @@ function printChange(before, after) {
   console.log(table(rows));
 }
 
-const trees = process.argv.slice(2);
+const perFile = process.argv.includes('--files');
+const trees = process.argv.slice(2).filter((arg) => arg !== '--files');
 if (trees.length > 2) throw new Error(`store-lines: at most two trees (before, after), got ${trees.length}`);
 const roots = trees.length === 0 ? [fileURLToPath(new URL('..', import.meta.url))] : trees.map((tree) => resolve(tree));
 const measured = roots.map(measureTree);
