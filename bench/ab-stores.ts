@@ -12,7 +12,7 @@
 //   algorithms over a pg Pool and its token bucket over postgres.js, in interleaved rounds:
 //   decisions/s, the server's CPU (its processes' /proc/<pid>/schedstat) and Node CPU per decision.
 //
-// `node --import tsx bench/ab-stores.ts redis|postgres <old> <new> [rounds]` prints the result as JSON.
+// `node --import tsx bench/ab-stores.ts redis|postgres <old> <new> [rounds] [sample ms]` prints the result as JSON.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -33,9 +33,9 @@ export type AbTree = (typeof AB_TREES)[number];
 
 /** Calls in flight on Redis: the issue's "one call per macrotask, 64 in flight". */
 export const AB_REDIS_IN_FLIGHT = 64;
-export const AB_REDIS_SAMPLE_MS = 300;
 export const AB_POSTGRES_IN_FLIGHT = [1, 8, 32] as const;
-export const AB_POSTGRES_SAMPLE_MS = 300;
+/** One sample of a contender, Redis and PostgreSQL alike, unless `--sample-ms` says otherwise. */
+export const AB_STORE_SAMPLE_MS = 300;
 const WARMUP_MS = 300;
 
 export interface AbRedisResult {
@@ -90,7 +90,7 @@ function pairs(make: (tree: AbTree, algorithm: AlgorithmName) => Named): Named[]
   return ALGORITHM_NAMES.flatMap((algorithm) => AB_TREES.map((tree) => make(tree, algorithm)));
 }
 
-async function redis(paths: Record<AbTree, string>, count: number): Promise<AbRedisResult> {
+async function redis(paths: Record<AbTree, string>, count: number, sampleMs: number): Promise<AbRedisResult> {
   const server = await spawnRedis();
   const client = new Redis({ port: server.port, host: '127.0.0.1', lazyConnect: true, enableAutoPipelining: false });
   try {
@@ -116,7 +116,7 @@ async function redis(paths: Record<AbTree, string>, count: number): Promise<AbRe
       await warm(contender, keys);
       await arrivalSample(client, contender, AB_REDIS_IN_FLIGHT, nextKey, WARMUP_MS);
     }
-    const samples = await rounds(contenders, count, (contender) => arrivalSample(client, contender, AB_REDIS_IN_FLIGHT, nextKey, AB_REDIS_SAMPLE_MS));
+    const samples = await rounds(contenders, count, (contender) => arrivalSample(client, contender, AB_REDIS_IN_FLIGHT, nextKey, sampleMs));
     const trees = { old: {}, new: {} } as AbRedisResult['trees'];
     for (const contender of contenders) if (contender.tree !== undefined) trees[contender.tree][contender.label as AlgorithmName] = samples.get(contender)!;
     return { redisVersion: server.version, floor: samples.get(floor)!, rlf: samples.get(rlf)!, trees };
@@ -170,7 +170,7 @@ async function postgresSample(postmaster: number, contender: Named, inFlight: nu
   return { perSecond, serverUs: serverNs / 1000 / decisions, clientUs: (used.user + used.system) / decisions };
 }
 
-async function postgresBench(paths: Record<AbTree, string>, count: number): Promise<AbPostgresResult> {
+async function postgresBench(paths: Record<AbTree, string>, count: number, sampleMs: number): Promise<AbPostgresResult> {
   const server = await startPostgres();
   const connection = { host: '127.0.0.1', port: server.port, user: 'postgres' };
   const admin = new pg.Pool({ ...connection, database: 'postgres', max: 1 });
@@ -206,7 +206,7 @@ async function postgresBench(paths: Record<AbTree, string>, count: number): Prom
     for (const contender of contenders) await storeSample(contender, 8, nextKey, WARMUP_MS, []);
     const levels: AbPostgresResult['levels'] = {};
     for (const inFlight of AB_POSTGRES_IN_FLIGHT) {
-      const samples = await rounds(contenders, count, (contender) => postgresSample(server.process.pid!, contender, inFlight, nextKey, AB_POSTGRES_SAMPLE_MS));
+      const samples = await rounds(contenders, count, (contender) => postgresSample(server.process.pid!, contender, inFlight, nextKey, sampleMs));
       const level = { old: {}, new: {} } as AbPostgresResult['levels'][number];
       for (const contender of contenders) level[contender.tree!][contender.label] = samples.get(contender)!;
       levels[inFlight] = level;
@@ -219,12 +219,12 @@ async function postgresBench(paths: Record<AbTree, string>, count: number): Prom
 }
 
 async function main(): Promise<void> {
-  const [store, old, now, count = '3'] = process.argv.slice(2);
+  const [store, old, now, count = '3', sampleMs = String(AB_STORE_SAMPLE_MS)] = process.argv.slice(2);
   if ((store !== 'redis' && store !== 'postgres') || old === undefined || now === undefined) {
-    throw new Error(`ab-stores.ts: usage: redis|postgres <old tree> <new tree> [rounds], got ${process.argv.slice(2).join(' ')}`);
+    throw new Error(`ab-stores.ts: usage: redis|postgres <old tree> <new tree> [rounds] [sample ms], got ${process.argv.slice(2).join(' ')}`);
   }
   const paths = { old, new: now };
-  sendToParent(store === 'redis' ? await redis(paths, Number(count)) : await postgresBench(paths, Number(count)));
+  sendToParent(store === 'redis' ? await redis(paths, Number(count), Number(sampleMs)) : await postgresBench(paths, Number(count), Number(sampleMs)));
 }
 
 if (process.argv[1]?.endsWith('ab-stores.ts')) await main();

@@ -1,4 +1,4 @@
-// `npm run bench:ab -- <old tree> [new tree] [--only memory,redis,postgres] [--rounds 3]`: issue 24's
+// `npm run bench:ab -- <old tree> [new tree] [--only memory,redis,postgres] [--rounds 3] [--sample-ms 300]`: issue 24's
 // performance targets, old code against new in one run. A tree is a checkout of ratekeeper (e.g. a
 // `git worktree add --detach` of old main); the new tree defaults to this checkout. Both trees'
 // sources are run through tsx, as every bench here runs src (no build needed; node_modules is
@@ -14,7 +14,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ALGORITHM_NAMES } from './algorithms';
 import type { MemorySample } from './ab-memory';
-import { AB_POSTGRES_CONTENDERS, AB_POSTGRES_IN_FLIGHT, AB_POSTGRES_SAMPLE_MS, AB_REDIS_IN_FLIGHT, AB_REDIS_SAMPLE_MS, type AbPostgresResult, type AbRedisResult, type PostgresSample } from './ab-stores';
+import { AB_POSTGRES_CONTENDERS, AB_POSTGRES_IN_FLIGHT, AB_REDIS_IN_FLIGHT, AB_STORE_SAMPLE_MS, type AbPostgresResult, type AbRedisResult, type PostgresSample } from './ab-stores';
 import { runChild } from './child';
 import { REDIS_KEYS } from './redis';
 import type { ArrivalSample } from './redis-arrivals';
@@ -39,14 +39,23 @@ interface Target {
 }
 
 function usage(message: string): never {
-  console.error(`bench/ab.ts: ${message}\nusage: npm run bench:ab -- <old tree> [new tree] [--only ${PARTS.join(',')}] [--rounds 3]`);
+  console.error(`bench/ab.ts: ${message}\nusage: npm run bench:ab -- <old tree> [new tree] [--only ${PARTS.join(',')}] [--rounds 3] [--sample-ms ${AB_STORE_SAMPLE_MS}]`);
   process.exit(2);
 }
 
-function parseArgs(args: readonly string[]): { trees: [string, string]; parts: Part[]; rounds: number } {
+interface Options {
+  readonly trees: [string, string];
+  readonly parts: Part[];
+  readonly rounds: number;
+  /** One store sample, ms. */
+  readonly sampleMs: number;
+}
+
+function parseArgs(args: readonly string[]): Options {
   const positional: string[] = [];
   let parts: Part[] = [...PARTS];
   let rounds = 3;
+  let sampleMs = AB_STORE_SAMPLE_MS;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === '--only') {
@@ -56,13 +65,16 @@ function parseArgs(args: readonly string[]): { trees: [string, string]; parts: P
     } else if (arg === '--rounds') {
       rounds = Number(args[++i]);
       if (!Number.isInteger(rounds) || rounds < 1) usage(`--rounds takes a whole number from 1, got ${args[i]}`);
+    } else if (arg === '--sample-ms') {
+      sampleMs = Number(args[++i]);
+      if (!Number.isInteger(sampleMs) || sampleMs < 10) usage(`--sample-ms takes a whole number from 10, got ${args[i]}`);
     } else positional.push(arg);
   }
   if (positional.length < 1 || positional.length > 2) usage(`one or two trees, got ${positional.length}`);
   const here = fileURLToPath(new URL('..', import.meta.url));
   const trees = [resolve(positional[0]!), resolve(positional[1] ?? here)] as [string, string];
   for (const tree of trees) if (!existsSync(join(tree, 'src/index.ts'))) usage(`${tree} has no src/index.ts: not a ratekeeper checkout`);
-  return { trees, parts, rounds };
+  return { trees, parts, rounds, sampleMs };
 }
 
 /** The tree's commit, marked when its work tree differs from it. */
@@ -127,7 +139,7 @@ async function memory(trees: [string, string], rounds: number, step: (label: str
   return { markdown, targets: [{ target: `in-memory hot path, new ÷ old, geometric mean of the five ≤ ${formatRatio(MEMORY_MAX)}`, measured: meanText, pass: mean <= MEMORY_MAX }] };
 }
 
-function redisTables(result: AbRedisResult, rounds: number): { markdown: string; targets: Target[] } {
+function redisTables(result: AbRedisResult, { rounds, sampleMs }: Options): { markdown: string; targets: Target[] } {
   const field = (list: readonly ArrivalSample[] | undefined, key: keyof ArrivalSample) => (list ?? []).map((s) => s[key]);
   const targets: Target[] = [];
   const cpu: string[][] = [['algorithm', 'old Redis CPU µs/decision', 'new', 'new ÷ old', `≤ ${formatRatio(REDIS_CPU_MAX)}`, 'old Node CPU µs/decision', 'new', 'new ÷ old', 'old decisions per script call', 'new']];
@@ -173,7 +185,7 @@ function redisTables(result: AbRedisResult, rounds: number): { markdown: string;
     }
   }
   const markdown = [
-    `## Redis ${result.redisVersion}: one call per macrotask, ${AB_REDIS_IN_FLIGHT} in flight, one ioredis client, ${formatNumber(REDIS_KEYS)} keys in random order, ${rounds} rounds of ${AB_REDIS_SAMPLE_MS} ms`,
+    `## Redis ${result.redisVersion}: one call per macrotask, ${AB_REDIS_IN_FLIGHT} in flight, one ioredis client, ${formatNumber(REDIS_KEYS)} keys in random order, ${rounds} rounds of ${sampleMs} ms`,
     '',
     'Both trees\' RedisRateLimiter in one process over one redis-server (bench/redis-arrivals.ts\'s sample): a fixed Rule, 3600 per hour (the sliding log 1000 per second, so that its logs keep a steady length). Redis CPU is the server\'s used_cpu_user + used_cpu_sys delta over the sample ÷ decisions; Node CPU is this process\'s, the arrival loop included. The floor and rate-limiter-flexible run in the same rounds; "÷ floor" and "÷ RLF" are medians of per-round ratios of decisions/s, as bench/RESULTS.md\'s Redis rows are.',
     '',
@@ -184,7 +196,7 @@ function redisTables(result: AbRedisResult, rounds: number): { markdown: string;
   return { markdown, targets };
 }
 
-function postgresTables(result: AbPostgresResult, rounds: number): { markdown: string; targets: Target[] } {
+function postgresTables(result: AbPostgresResult, { rounds, sampleMs }: Options): { markdown: string; targets: Target[] } {
   const rows: string[][] = [
     ['in flight', 'contender', 'old decisions/s', 'new decisions/s', 'new ÷ old', `≥ ${formatRatio(POSTGRES_MIN)}`, 'old server CPU µs/decision', 'new', 'new ÷ old', 'old Node CPU µs/decision', 'new', 'new ÷ old'],
   ];
@@ -215,7 +227,7 @@ function postgresTables(result: AbPostgresResult, rounds: number): { markdown: s
     targets.push({ target: `PostgreSQL decisions/s, ${inFlight} in flight, new ÷ old ≥ ${formatRatio(POSTGRES_MIN)} (worst contender)`, measured: `${formatRatio(worst.ratio)} (${worst.label})`, pass: worst.ratio >= POSTGRES_MIN });
   }
   const markdown = [
-    `## ${result.server}: ${AB_POSTGRES_IN_FLIGHT.join(', ')} in flight, ${formatNumber(REDIS_KEYS)} keys in random order, ${rounds} rounds of ${AB_POSTGRES_SAMPLE_MS} ms per load`,
+    `## ${result.server}: ${AB_POSTGRES_IN_FLIGHT.join(', ')} in flight, ${formatNumber(REDIS_KEYS)} keys in random order, ${rounds} rounds of ${sampleMs} ms per load`,
     '',
     'Both trees\' PostgresRateLimiter in one process over one server, a database per tree (each migrated by its own `migrate`), a pg Pool and a postgres.js client of 8 connections per tree (bench/stores.ts\'s sample); every key decided once before the rounds. Decisions/s is wall-clock and moves with the neighbours\' load; CPU per decision (the server\'s processes from /proc/<pid>/schedstat, and this process\'s) is the view that does not.',
     '',
@@ -225,7 +237,9 @@ function postgresTables(result: AbPostgresResult, rounds: number): { markdown: s
 }
 
 async function main(): Promise<void> {
-  const { trees, parts, rounds } = parseArgs(process.argv.slice(2));
+  const options = parseArgs(process.argv.slice(2));
+  const { trees, parts, rounds } = options;
+  const childArgs = (store: string) => [store, trees[0], trees[1], String(rounds), String(options.sampleMs)];
   const started = performance.now();
   const before = machine();
   const step = (label: string) => console.error(`[ab ${((performance.now() - started) / 1000).toFixed(0).padStart(3)} s] ${label}`);
@@ -237,11 +251,11 @@ async function main(): Promise<void> {
   };
   if (parts.includes('redis')) {
     step('redis: both trees in one process');
-    add(redisTables(await runChild<AbRedisResult>('./ab-stores.ts', ['redis', trees[0], trees[1], String(rounds)]), rounds));
+    add(redisTables(await runChild<AbRedisResult>('./ab-stores.ts', childArgs('redis')), options));
   }
   if (parts.includes('postgres')) {
     step('postgres: both trees in one process');
-    add(postgresTables(await runChild<AbPostgresResult>('./ab-stores.ts', ['postgres', trees[0], trees[1], String(rounds)]), rounds));
+    add(postgresTables(await runChild<AbPostgresResult>('./ab-stores.ts', childArgs('postgres')), options));
   }
   if (parts.includes('memory')) add(await memory(trees, rounds, step));
   const load = (values: readonly number[]) => values.map((v) => v.toFixed(2)).join(' ');
