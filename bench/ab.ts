@@ -1,13 +1,14 @@
-// `npm run bench:ab -- <old tree> [new tree] [--only memory,redis,postgres] [--rounds 3] [--sample-ms 300]`: issue 24's
-// performance targets, old code against new in one run. A tree is a checkout of ratekeeper (e.g. a
-// `git worktree add --detach` of old main); the new tree defaults to this checkout. Both trees'
-// sources are run through tsx, as every bench here runs src (no build needed; node_modules is
-// this checkout's): their store code side by side in one process (bench/ab-stores.ts: one server,
-// keys kept apart per tree), their in-memory limiters in a process per tree and algorithm
-// (bench/ab-memory.ts), since two KeyedRateLimiter classes would make the timed loop polymorphic.
-// Old and new alternate: in each of the rounds (3, the issue's "median of three") every contender
-// of both trees runs once, moments from its counterpart. Each figure is the median of the rounds
-// and each new ÷ old the median of per-round ratios. Prints markdown; progress goes to stderr.
+// `npm run bench:ab -- <old tree> [new tree] [--only memory,redis,postgres] [--rounds 3]
+// [--sample-ms 300]`: issue 24's performance targets, old code against new in one run. A tree is a
+// checkout of ratekeeper (e.g. a `git worktree add --detach` of old main); the new tree defaults to
+// this checkout. Both trees' sources are run through tsx, as every bench here runs src (no build
+// needed; node_modules is this checkout's): their store code side by side in one process
+// (bench/ab-stores.ts: one server, keys kept apart per tree), their in-memory limiters in a process
+// per tree and algorithm (bench/ab-memory.ts), since two KeyedRateLimiter classes would make the
+// timed loop polymorphic. Old and new alternate: in each round (3 unless `--rounds`, the issue's
+// "median of three") every contender of both trees runs once, moments from its counterpart. Each
+// figure is the median of the rounds and each new ÷ old the median of per-round ratios, printed
+// with their range. Prints markdown; progress goes to stderr.
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
