@@ -39,19 +39,33 @@ export interface Plan {
    * apart, each below 2^53, and refills with exact wide products.
    */
   readonly wide: boolean;
+  /**
+   * Set on the plan of a bucket while it holds receipts of outstanding reservations (the same
+   * numbers, another object per rule): its changes then record its level first (see `fold`). A key
+   * never reserved pays neither a field nor a lookup for them.
+   */
+  readonly receipts: boolean;
 }
 
 /** A rule in scaled units; the Redis script is given the same numbers, so both decide alike. */
-export function scaledUnits(rule: Rule): Plan {
+export function scaledUnits(rule: Rule, receipts = false): Plan {
   const { limit, windowMs } = rule;
   const g = gcd(limit, windowMs);
   const perMs = limit / g;
   const perToken = windowMs / g;
   const capacity = limit * perToken;
-  return { rule, limit, windowMs, perMs, perToken, capacity, wide: (1 + DEBT_LIMITS) * capacity > Number.MAX_SAFE_INTEGER };
+  return { rule, limit, windowMs, perMs, perToken, capacity, wide: (1 + DEBT_LIMITS) * capacity > Number.MAX_SAFE_INTEGER, receipts };
 }
 
-const planFor = sharedPerRule(scaledUnits);
+const planFor = sharedPerRule((rule) => scaledUnits(rule));
+const receiptsPlanFor = sharedPerRule((rule) => scaledUnits(rule, true));
+
+/**
+ * The receipts of each bucket whose plan says it holds some, oldest first, at most `MAX_RECEIPTS`.
+ * Kept beside the state, not in it: a field, even one added only when a key first reserves, would
+ * grow every key of a limiter whose first keys reserved (V8 sizes a class's objects by its first ones).
+ */
+const receiptLists = new WeakMap<object, BucketReceipt[]>();
 
 /**
  * A token bucket: holds up to `limit` tokens, refills `limit / windowMs` per ms, starts full.
@@ -72,7 +86,7 @@ const planFor = sharedPerRule(scaledUnits);
  * ```
  */
 export class TokenBucket extends Printable implements AccountingAlgorithm {
-  private readonly plan: Plan;
+  private plan: Plan;
   /** Scaled units left; for a wide plan, whole tokens left. Below zero in debt. */
   private units: number;
   private last = -Infinity;
@@ -81,12 +95,6 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
    * initialized: the buckets of every other rule keep two numbers, as before.
    */
   declare private partial: number;
-  /**
-   * The receipts of the outstanding reservations, oldest first, at most `MAX_RECEIPTS`; undefined
-   * while there is none worth anything. Declared, not initialized: a key never reserved keeps its
-   * size, and its decisions check only that this is undefined.
-   */
-  declare private receipts: BucketReceipt[] | undefined;
 
   constructor(rule: Rule) {
     super();
@@ -137,7 +145,11 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
     const decision = this.tryAcquire(nowMs, permits);
     if (!decision.allowed) return { decision, receipt: undefined };
     const receipt: BucketReceipt = { units: this.units, partial: this.plan.wide ? this.partial : 0 };
-    const receipts = (this.receipts ??= []);
+    if (!this.plan.receipts) {
+      receiptLists.set(this, []);
+      this.plan = receiptsPlanFor(this.plan.rule);
+    }
+    const receipts = receiptLists.get(this) as BucketReceipt[];
     // Reservations never settled must not grow a key without bound: the oldest receipt goes, and its refund gives nothing.
     if (receipts.push(receipt) > MAX_RECEIPTS) receipts.shift();
     return { decision, receipt };
@@ -152,15 +164,15 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
    * (voided by the bound, a charge past the debt bound, a full bucket, or settled) gives nothing.
    */
   refund(nowMs: number, receipt: Receipt, permits: number): void {
-    const index = this.receipts?.indexOf(receipt as BucketReceipt) ?? -1;
-    if (index === -1) return;
+    const receipts = this.plan.receipts ? receiptLists.get(this) : undefined;
+    const index = receipts?.indexOf(receipt as BucketReceipt) ?? -1;
+    if (receipts === undefined || index === -1) return;
     const now = nowMs > this.last ? nowMs : this.last;
     if (this.plan.wide) [this.units, this.partial] = refill(this.plan, this.units, this.partial, now - this.last);
     else this.units = this.unitsAt(now);
     this.last = now;
     this.fold(this.units, this.plan.wide ? this.partial : 0);
-    const receipts = this.receipts;
-    if (receipts === undefined) return;
+    if (!this.plan.receipts) return;
     let top = receipts[index] as BucketReceipt;
     for (let k = index + 1; k < receipts.length; k++) {
       const later = receipts[k] as BucketReceipt;
@@ -181,7 +193,7 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
     const [settled] = receipts.splice(index, 1) as [BucketReceipt];
     const previous = receipts[index - 1];
     if (previous !== undefined && above(settled.units, settled.partial, previous)) [previous.units, previous.partial] = [settled.units, settled.partial];
-    if (receipts.length === 0) this.receipts = undefined;
+    if (receipts.length === 0) this.release();
   }
 
   isIdle(nowMs: number): boolean {
@@ -210,7 +222,7 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
 
   /** The one place that decides; it writes only when `spend` is set and the request is allowed. */
   private decide(nowMs: number, permits: number, spend: boolean): Decision {
-    const { limit, perMs, perToken, capacity } = this.plan;
+    const { limit, perMs, perToken, capacity, receipts } = this.plan;
     checkTime(nowMs);
     checkPermits(permits, limit);
     // A reading earlier than the last one counts as no time passing.
@@ -223,7 +235,7 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
     }
     const left = units - cost;
     if (spend) {
-      if (this.receipts !== undefined) this.fold(units, 0);
+      if (receipts) this.fold(units, 0);
       this.units = left;
       this.last = now;
     }
@@ -242,7 +254,7 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
     }
     const left = tokens - permits;
     if (spend) {
-      if (this.receipts !== undefined) this.fold(tokens, partial);
+      if (this.plan.receipts) this.fold(tokens, partial);
       this.units = left;
       this.partial = partial;
       this.last = now;
@@ -269,14 +281,20 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
    * bucket, or a charge past the debt bound (`voids`), leaves no receipt anything to give back: all go.
    */
   private fold(units: number, partial: number, voids = false): void {
-    const receipts = this.receipts;
-    if (receipts === undefined) return;
+    if (!this.plan.receipts) return;
     if (voids || units === (this.plan.wide ? this.plan.limit : this.plan.capacity)) {
-      this.receipts = undefined;
+      this.release();
       return;
     }
+    const receipts = receiptLists.get(this) as BucketReceipt[];
     const last = receipts[receipts.length - 1] as BucketReceipt;
     if (above(units, partial, last)) [last.units, last.partial] = [units, partial];
+  }
+
+  /** Drops every receipt: their refunds give nothing, and the plain plan decides again. */
+  private release(): void {
+    receiptLists.delete(this);
+    this.plan = planFor(this.plan.rule);
   }
 
   /** The units held at `now` (not earlier than the last write), refill applied up to the capacity. */
