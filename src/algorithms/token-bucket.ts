@@ -166,7 +166,8 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
   refund(nowMs: number, receipt: Receipt, permits: number): void {
     const receipts = this.plan.receipts ? receiptLists.get(this) : undefined;
     const index = receipts?.indexOf(receipt as BucketReceipt) ?? -1;
-    if (receipts === undefined || index === -1) return;
+    // Permits that are no number of at least 0 (a direct caller's) would take from the key, not give.
+    if (receipts === undefined || index === -1 || !(permits >= 0)) return;
     const now = nowMs > this.last ? nowMs : this.last;
     if (this.plan.wide) [this.units, this.partial] = refill(this.plan, this.units, this.partial, now - this.last);
     else this.units = this.unitsAt(now);

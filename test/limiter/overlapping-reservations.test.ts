@@ -102,3 +102,12 @@ it('a wide bucket (1e15 per day) refunds overlapping reservations exactly too', 
   }
   expect(limiter.peek('k', 0).remaining).toBe(1e15 - 5 * 5e13);
 });
+
+it('TokenBucket.refund called directly with permits below 0 or NaN changes nothing (it would otherwise charge)', () => {
+  const bucket = new TokenBucket(new Rule(10, 60_000));
+  const { receipt } = bucket.reserve(0, 5);
+  for (const permits of [-3, Number.NaN]) bucket.refund(0, receipt!, permits);
+  expect(bucket.peek(0, 0).remaining).toBe(5);
+  bucket.refund(0, receipt!, 5);
+  expect(bucket.peek(0, 0).remaining).toBe(10);
+});
