@@ -25,3 +25,5 @@ export type { PaceOptions, WaitingRateLimiter } from './limiter/pace';
 export { pace, RateLimitedError } from './limiter/pace';
 export type { ChangeEvent, DecisionEvent, ObservedDecision, Observed, ObserveOptions } from './limiter/observe';
 export { observe } from './limiter/observe';
+export type { Admission, AdmissionPart, AdmitOptions, AdmittingRateLimiter, MemoryAdmission, MemoryAdmittingRateLimiter, StoreAdmission } from './limiter/admit';
+export { admit } from './limiter/admit';
