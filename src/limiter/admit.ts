@@ -196,12 +196,13 @@ function peekRest(parts: readonly AdmissionPart[], from: number, decisions: Deci
 }
 
 /**
- * Cancels the parts held before `upTo`, latest first; synchronously when they are all in memory,
- * else a Promise once every store has answered. A cancel that fails goes to `onError`.
+ * Cancels the parts held before `upTo`, in order; synchronously when they are all in memory, else a
+ * Promise once every store has answered. A cancel that fails goes to `onError`. (In order: a store
+ * whose bucket refunds are safe rather than exact gives back in full what is cancelled earliest first.)
  */
 function giveBack(held: Held[], upTo: number, onError: AdmitOptions['onError']): Promise<void> | undefined {
   let pending: Promise<void>[] | undefined;
-  for (let i = upTo - 1; i >= 0; i--) {
+  for (let i = 0; i < upTo; i++) {
     const reservation = held[i];
     if (reservation === undefined) continue;
     held[i] = undefined;
