@@ -5,7 +5,7 @@ export { addressKey } from './http/ip-address';
 export { resolveClientAddress } from './http/client-address';
 export type { ClientAddressOptions, HeadersLike } from './http/client-address';
 export type { ForwardedHeader } from './http/forwarded';
-export type { RateLimitOptions, ReservingRateLimiter } from './http/request-limit';
+export type { RateLimitOptions, RateLimitPart, RequestDecision, ReservingRateLimiter } from './http/request-limit';
 export { withRateLimit, rateLimitOf } from './http/fetch-adapter';
 export type { FetchRateLimitOptions } from './http/fetch-adapter';
 export { honoRateLimit } from './http/hono-adapter';

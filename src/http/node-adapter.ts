@@ -1,8 +1,8 @@
-import type { Decision, Rejected } from '../core/decision';
+import type { Rejected } from '../core/decision';
 import { typeError } from '../core/errors';
 import { optionalFunction } from './check';
 import { PROBLEM_JSON, quotaExceeded } from './problem';
-import { incomingConnection, requestLimit, type RateLimitOptions } from './request-limit';
+import { incomingConnection, requestLimit, type RateLimitOptions, type RequestDecision } from './request-limit';
 
 /**
  * The part of Node's `IncomingMessage` the middleware reads. Declared here rather than imported, so
@@ -29,8 +29,11 @@ declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
   namespace Express {
     interface Request {
-      /** The decision `nodeRateLimit` reached for this request; undefined when it was skipped. */
-      rateLimit?: Decision;
+      /**
+       * The decision `nodeRateLimit` reached for this request (the binding policy's, every policy's in
+       * `parts`); undefined when it was skipped.
+       */
+      rateLimit?: RequestDecision;
     }
   }
 }
@@ -98,10 +101,10 @@ export function nodeRateLimit<Req extends NodeRequestLike = NodeRequestLike, Res
 
   /** Resolves true when the request may go on; the response is ended otherwise. */
   const admit = async (req: Req, res: Res): Promise<boolean> => {
-    const verdict = await limit.check(incomingConnection(req.method, () => req.socket.remoteAddress, req.headers), req);
+    const verdict = await limit.check(incomingConnection(req.method, () => req.socket.remoteAddress, req.headers), req, req);
     if (verdict === undefined) return true;
     const { decision, headers, finish } = verdict;
-    (req as { rateLimit?: Decision }).rateLimit = decision;
+    (req as { rateLimit?: RequestDecision }).rateLimit = decision;
     if (!res.headersSent) for (const name in headers) res.setHeader(name, headers[name]!);
     if (finish !== undefined) settleOnClose(res, finish);
     if (decision.allowed) return true;
@@ -109,7 +112,7 @@ export function nodeRateLimit<Req extends NodeRequestLike = NodeRequestLike, Res
       await onRejected(req, res, decision);
       return false;
     }
-    const refusal = quotaExceeded(headers, limit.name);
+    const refusal = quotaExceeded(headers, verdict.policy);
     res.statusCode = refusal.status;
     res.setHeader('Content-Type', PROBLEM_JSON);
     res.end(refusal.body);

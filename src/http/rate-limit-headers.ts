@@ -47,7 +47,8 @@ export interface RateLimitHeaderOptions {
   windowMs?: number | undefined;
 }
 
-type Writer = (policies: readonly Policy[], tightest: Policy) => Record<string, string>;
+/** `strict`: a list the format cannot carry throws, rather than leaving `RateLimit-Policy` out. */
+type Writer = (policies: readonly Policy[], tightest: Policy, strict: boolean) => Record<string, string>;
 
 const WRITERS: Record<HeaderFormat, Writer> = {
   'draft-10': (policies, tightest) => ({
@@ -56,12 +57,12 @@ const WRITERS: Record<HeaderFormat, Writer> = {
       .join(', '),
     RateLimit: `${sfString(tightest.name)};r=${tightest.remaining};t=${tightest.seconds}`,
   }),
-  'draft-7': (policies, tightest) => ({
-    ...numberedPolicies(policies, 'draft-7'),
+  'draft-7': (policies, tightest, strict) => ({
+    ...numberedPolicies(policies, 'draft-7', strict),
     RateLimit: `limit=${tightest.quota}, remaining=${tightest.remaining}, reset=${tightest.seconds}`,
   }),
-  'draft-6': (policies, tightest) => ({
-    ...numberedPolicies(policies, 'draft-6'),
+  'draft-6': (policies, tightest, strict) => ({
+    ...numberedPolicies(policies, 'draft-6', strict),
     'RateLimit-Limit': String(tightest.quota),
     'RateLimit-Remaining': String(tightest.remaining),
     'RateLimit-Reset': String(tightest.seconds),
@@ -115,7 +116,7 @@ export function rateLimitHeaders(
     ? policiesOf(input)
     : [policyOf(input, options.name ?? 'default', options.windowMs, '')];
   const tightest = policies.reduce((a, b) => (tighter(b, a) ? b : a));
-  const headers = WRITERS[format](policies, tightest);
+  const headers = WRITERS[format](policies, tightest, true);
   const refused = policies.filter((p) => p.refused);
   if (refused.length > 0) headers['Retry-After'] = String(Math.max(...refused.map((p) => p.seconds)));
   return headers;
@@ -133,8 +134,24 @@ export function headerWriter(options: RateLimitHeaderOptions): (decision: Decisi
   return (decision) => {
     const policy = policyOf(decision, name, windowMs, '');
     const policies = [policy];
-    const headers = write(policies, policy);
+    const headers = write(policies, policy, true);
     if (policy.refused) headers['Retry-After'] = String(policy.seconds);
+    return headers;
+  };
+}
+
+/**
+ * The fields of a route's several policies, `binding` the one `RateLimit` reports (and whose wait
+ * is `Retry-After` when refused), for middleware: the names are unique already. Where draft-6/-7
+ * cannot list the policies (two with one quota) `RateLimit-Policy` is left out, not thrown for.
+ */
+export function policyWriter(format: HeaderFormat): (list: readonly PolicyDecision[], binding: number) => Record<string, string> {
+  const write = WRITERS[format];
+  return (list, binding) => {
+    const policies = list.map((entry, i) => policyOf(entry.decision, entry.name, entry.windowMs, `policies[${i}].`));
+    const chosen = policies[binding]!;
+    const headers = write(policies, chosen, false);
+    if (chosen.refused) headers['Retry-After'] = String(chosen.seconds);
     return headers;
   };
 }
@@ -152,10 +169,11 @@ function isList(input: Decision | readonly PolicyDecision[]): input is readonly 
  * The draft-6/-7 `RateLimit-Policy`: Integer items whose required `w` needs a known window, and which
  * may not repeat a quota value (draft-7 §3.5), so the field is left out or refused rather than malformed.
  */
-function numberedPolicies(policies: readonly Policy[], format: HeaderFormat): Record<string, string> {
+function numberedPolicies(policies: readonly Policy[], format: HeaderFormat, strict: boolean): Record<string, string> {
   if (policies.some((p) => p.window === undefined)) return {};
   const quotas = new Set(policies.map((p) => p.quota));
   if (quotas.size < policies.length) {
+    if (!strict) return {};
     throw rangeError(`ratekeeper: ${format} cannot list two policies with the same limit; use 'draft-10', which names them`);
   }
   return { 'RateLimit-Policy': policies.map((p) => `${p.quota};w=${p.window}`).join(', ') };

@@ -103,7 +103,7 @@ export function trpcRateLimit<Call extends TrpcCallLike = TrpcCallLike>(options:
   const keyed = options.key !== undefined;
 
   return async <R extends TrpcResultLike>(call: Call & { next(options?: { ctx: RateLimitState }): Promise<R> }) => {
-    const verdict = await limit.check(keyed ? UNREAD : connectionOf(call.ctx), call);
+    const verdict = await limit.check(keyed ? UNREAD : connectionOf(call.ctx), undefined, call);
     if (verdict === undefined) return call.next();
     const { key, decision, headers, finish } = verdict;
     if (!decision.allowed) {

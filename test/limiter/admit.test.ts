@@ -174,7 +174,14 @@ describe('admit with parts that answer as Promises (store parts)', () => {
     await expect(admission.settle([0, 0])).resolves.toHaveLength(2);
     expect(memory.peek('k', 0).remaining).toBe(5);
     const failing = asStore(bucket(5));
-    const broken = await admit([{ limiter: { ...failing, reserve: async (key: string, permits?: number) => ({ ...(await failing.reserve(key, permits)), settle: () => Promise.reject(new Error('gone')) }) }, key: 'k' }, { limiter: memory, key: 'k', permits: 3 }]);
+    const settleFails: AdmittingRateLimiter = {
+      reserve: async (key, permits) => {
+        const { decision, cancel } = await failing.reserve(key, permits);
+        return { decision, cancel, settle: () => Promise.reject(new Error('gone')) };
+      },
+      peek: failing.peek,
+    };
+    const broken = await admit([{ limiter: settleFails, key: 'k' }, { limiter: memory, key: 'k', permits: 3 }]);
     await expect(broken.settle([1, 0])).rejects.toThrow('gone');
     expect(memory.peek('k', 0).remaining).toBe(5);
   });

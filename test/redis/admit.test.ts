@@ -105,7 +105,8 @@ describe.skipIf(redisPort === 0)('admit over a Redis that fails', () => {
       const stopping: AdmittingRateLimiter = {
         reserve: async () => {
           await redis.stop();
-          return memory.reserve('full', 1);
+          const reservation = memory.reserve('full', 1);
+          return { decision: reservation.decision, settle: async (actual: number) => reservation.settle(actual), cancel: async () => reservation.cancel() };
         },
         peek: (key, permits) => memory.peek(key, permits),
       };
