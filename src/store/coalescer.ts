@@ -1,3 +1,8 @@
+/** A batch's turn in its round: the sender calls {@link release} once the batch is answered (any number of times). */
+export interface Flight {
+  release(): void;
+}
+
 /** What the coalescer needs of a call: whether it already has its answer (say, from its timeout). */
 export interface Waiting {
   readonly answered: boolean;
@@ -28,7 +33,7 @@ export interface Waiting {
  * (its timeout passed) is not sent: it would spend permits for an answer nobody reads.
  */
 export class Coalescer<T extends Waiting> {
-  readonly #send: (batch: T[], flight: InFlight) => void;
+  readonly #send: (batch: T[], flight: Flight) => void;
   readonly #maxBatch: number;
   readonly #fullGoesAtOnce: boolean;
   /** Calls not yet sent, by group, in the order made. */
@@ -41,7 +46,7 @@ export class Coalescer<T extends Waiting> {
    * batch goes beside the round, when batches sent apart still reach the store in order (one
    * connection, or an order kept by the sender); otherwise it waits for the round like the rest.
    */
-  constructor(send: (batch: T[], flight: InFlight) => void, maxBatch: number, fullGoesAtOnce: boolean) {
+  constructor(send: (batch: T[], flight: Flight) => void, maxBatch: number, fullGoesAtOnce: boolean) {
     this.#send = send;
     this.#maxBatch = maxBatch;
     this.#fullGoesAtOnce = fullGoesAtOnce;
@@ -110,7 +115,7 @@ class Round {
 }
 
 /** One batch in flight; {@link release} ends its turn, once, however often it is called. */
-export class InFlight {
+export class InFlight implements Flight {
   readonly #round: Round | undefined;
   #released = false;
 
