@@ -7,6 +7,7 @@ import { checkName } from '../store/store-options';
 import { type RuleOf, type RuleSummary, StoreRateLimiter } from '../store/store-rate-limiter';
 import { toQuery } from './client';
 import { PostgresEngine } from './engine';
+import { quotedSchema } from './migrate';
 import type { PostgresRateLimiterOptions } from './options';
 import { type PostgresAlgorithm, sqlPlans } from './plans';
 
@@ -53,7 +54,8 @@ export class PostgresRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRa
     this.#schema = schema ?? 'ratekeeper';
     const fixed = typeof rule === 'function' ? undefined : (this.rule as Rule);
     const namespace = fixed === undefined ? ruleFreeNamespace(prefix, name, algorithm) : storeNamespace(prefix, name, algorithm, fixed);
-    claimNamespace(client, namespace, name !== undefined, 'PostgresRateLimiter', (message) => console.warn(message));
+    // Keys meet only in one schema's table.
+    claimNamespace(client, `${quotedSchema(schema)}.${namespace}`, name !== undefined, 'PostgresRateLimiter', (message) => console.warn(message));
   }
 
   /** A summary for logs and `JSON.stringify`: the algorithm, rule (`'per key'` for a function), schema, key prefix, name (when given) and timeout; never the client. */
