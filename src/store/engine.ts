@@ -3,6 +3,12 @@ import type { Rule } from '../core/rule';
 import type { Flight } from './coalescer';
 import type { Bounded } from './timeout';
 
+/**
+ * The algorithms every store runs, named as in memory: `'token-bucket'` is `TokenBucket`, and so on
+ * (`RedisAlgorithm` and `PostgresAlgorithm` are this).
+ */
+export type StoreAlgorithm = 'token-bucket' | 'leaky-bucket' | 'fixed-window' | 'sliding-window-log' | 'sliding-window-counter';
+
 /** What a call asks of a key: a decision (`tryAcquire`), or one of the key operations. */
 export type Operation = 'decide' | 'peek' | 'charge' | 'reserve' | 'refund' | 'block' | 'reset';
 
