@@ -50,7 +50,7 @@ export class PostgresRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRa
     checkName(name);
     if (name?.includes('\u0000')) throw typeError(`ratekeeper: \`name\` must be a string without U+0000, got ${describe(name)}`);
     const engine = new PostgresEngine(query, sqlPlans[algorithm], schema, timeoutMs);
-    super({ algorithm, rule, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch: true }, engine);
+    super({ algorithm, rule: rule as R, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch: true }, engine);
     this.#schema = schema ?? 'ratekeeper';
     const fixed = typeof rule === 'function' ? undefined : (this.rule as Rule);
     const namespace = fixed === undefined ? ruleFreeNamespace(prefix, name, algorithm) : storeNamespace(prefix, name, algorithm, fixed);

@@ -31,7 +31,7 @@ export interface RedisRateLimiterOptions<R extends Rule | RuleOf = Rule> {
    * answering its rule (a tenant's plan), at once or as a promise, called on every call within
    * `timeoutMs` (see docs/stores.md, "Rules per key").
    */
-  rule: R;
+  rule: R | RuleOf;
   /**
    * The outage policy, required so that it is chosen on purpose: `'allow'`, `'deny'`, or a local
    * `RateLimiter` whose decision is used. Degraded decisions say so in `degraded`.

@@ -47,7 +47,7 @@ export class RedisRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRateL
     checkString('prefix', prefix);
     checkName(name);
     if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
-    super({ algorithm, rule, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch }, engine);
+    super({ algorithm, rule: rule as R, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch }, engine);
     const fixed = typeof rule === 'function' ? undefined : (this.rule as Rule);
     const namespace = fixed === undefined ? ruleFreeNamespace(prefix, name, algorithm) : storeNamespace(prefix, name, algorithm, fixed);
     claimNamespace(client, namespace, name !== undefined, 'RedisRateLimiter', (message) => console.warn(message));
