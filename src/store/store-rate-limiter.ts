@@ -432,21 +432,17 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
   /** Settles a reservation: charges what was over, or gives back what was not used (only what is still counted). */
   #settle(key: string, reserved: number, rule: Rule, receipt: unknown, actual: number): Promise<Decision> {
     if (actual > reserved) return this.charge(key, actual - reserved);
-    let refunded: Promise<unknown>;
     try {
-      refunded = this.#operate('refund', key, reserved - actual, receipt, undefined, rule);
+      return this.#operate('refund', key, reserved - actual, receipt, undefined, rule) as Promise<Decision>;
     } catch (error) {
       return Promise.reject(error);
     }
-    return refunded.then((decision) => {
-      if (actual < reserved) this.#madeRoom(key);
-      return decision as Decision;
-    });
   }
 
   /**
    * Starts any call but a decision. A reset reads no clock (as in memory: it has no use for the
-   * time). A refund goes under the rule of its reservation.
+   * time). A refund goes under the rule of its reservation, without a lookup: its receipt belongs
+   * to the key counted under that rule.
    * @throws for a bad key or clock reading.
    */
   #operate(op: Operation, key: string, amount: number, receipt?: unknown, made?: (call: Call) => void, rule?: Rule): Promise<unknown> {
@@ -475,12 +471,14 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
   #lookUp(call: Call, lookup: RuleOf): void {
     const queue = this.#looking.get(call.key);
     let answer: Rule | Promise<Rule>;
+    let pending: boolean;
     try {
       answer = lookup(call.key);
+      pending = isThenable(answer);
     } catch (error) {
       return this.#refuse(call, error);
     }
-    if (!isThenable(answer)) {
+    if (!pending) {
       if (!this.#check(call, answer)) return;
       if (queue === undefined) this.#dispatch(call);
       else queue.push(call);
@@ -548,7 +546,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
   /** Hands a call whose rule is known to the engine, batched or alone. */
   #dispatch(call: Call): void {
     if (call.op === 'decide' && this.#fixed === undefined && this.#refusals !== undefined) {
-      const known = this.#refusals.get(call.key, call.amount, call.reading, call.rule.limit);
+      const known = this.#refusals.get(call.storeKey, call.amount, call.reading, call.rule.limit);
       if (known !== undefined) return call.answer(known);
     }
     call.dispatched = true;
@@ -560,11 +558,11 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
     const { op } = call;
     if (decision !== undefined && this.#fixed === undefined) noteWindow(decision, call.rule.windowMs);
     if (op === 'decide') {
-      if (!decision!.allowed) this.#refusals?.remember(call.key, call.amount, call.reading, decision!);
+      if (!decision!.allowed) this.#refusals?.remember(this.#refusalKey(call), call.amount, call.reading, decision!);
     } else if (op === 'reserve') {
       call.receipt = receipt;
-    } else if (op === 'reset') {
-      this.#madeRoom(call.key);
+    } else if (op === 'reset' || (op === 'refund' && call.amount > 0)) {
+      this.#madeRoom(call);
     }
     call.resolve(decision);
   }
@@ -595,9 +593,17 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
   };
 
   /** A reset or refund may have made room: a refusal remembered is stale, and waiters may go. */
-  #madeRoom(key: string): void {
-    this.#refusals?.forget(key);
-    this.#waiting.wake(key);
+  #madeRoom(call: Call): void {
+    this.#refusals?.forget(this.#refusalKey(call));
+    this.#waiting.wake(call.key);
+  }
+
+  /**
+   * What the refusal cache files a call under: its key, or under a rule function its store key, so
+   * a refusal under one rule never answers for the key under another.
+   */
+  #refusalKey(call: Call): string {
+    return this.#fixed === undefined ? call.storeKey : call.key;
   }
 
   readonly #report = (error: unknown, key: string): void => report(this.#onError, error, key, this.#engine.store);
