@@ -133,6 +133,15 @@ describe.skipIf(!redisPort)('rules per key over Redis', () => {
     expect(await limiter.tryAcquire('free:x')).toMatchObject({ allowed: false, limit: 2, retryAfterMs: 30_000, degraded: 'store-error' });
   });
 
+  test('with the refusal cache, a refusal under one rule never answers for the key under another', async () => {
+    let rule = new Rule(1, 60_000);
+    const limiter = new RedisRateLimiter({ client, algorithm: 'fixed-window', rule: () => rule, onStoreError: 'deny', refusalCache: true, prefix: uniquePrefix('refusals') });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false, limit: 1 });
+    rule = new Rule(5, 60_000);
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, limit: 5 });
+  });
+
   test('limiter.rule is the function given; toJSON says the rule is per key', () => {
     const rule: RuleOf = (key) => planOf(key);
     const limiter = new RedisRateLimiter({ client, algorithm: 'fixed-window', rule, onStoreError: 'allow', prefix: uniquePrefix('summary') });
