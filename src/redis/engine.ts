@@ -115,7 +115,9 @@ export class RedisEngine implements StoreEngine {
     const [first] = calls;
     if (first!.op !== 'decide') return this.#operate(first!);
     const { rule } = first!;
-    if (calls.every((call) => call.rule === rule)) return this.#decide(calls, rule, flight);
+    let oneRule = true;
+    for (let i = 1; i < calls.length && oneRule; i++) oneRule = calls[i]!.rule === rule;
+    if (oneRule) return this.#decide(calls, rule, flight);
     // Calls under different rules go in one script call per rule; the batch's turn ends once all are answered.
     const byRule = new Map<Rule, StoreCall[]>();
     for (const call of calls) {
