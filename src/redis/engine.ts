@@ -114,20 +114,11 @@ export class RedisEngine implements StoreEngine {
   send(calls: StoreCall[], flight: Flight): void {
     const [first] = calls;
     if (first!.op !== 'decide') return this.#operate(first!);
-    const { rule } = first!;
-    let oneRule = true;
-    for (let i = 1; i < calls.length && oneRule; i++) oneRule = calls[i]!.rule === rule;
-    if (oneRule) return this.#decide(calls, rule, flight);
-    // Calls under different rules go in one script call per rule; the batch's turn ends once all are answered.
-    const byRule = new Map<Rule, StoreCall[]>();
-    for (const call of calls) {
-      const same = byRule.get(call.rule);
-      if (same === undefined) byRule.set(call.rule, [call]);
-      else same.push(call);
-    }
-    let left = byRule.size;
-    const counted: Flight = { release: () => void (--left === 0 && flight.release()) };
-    for (const [each, same] of byRule) this.#decide(same, each, onceFlight(counted));
+    const sender = this.#sender(first!.rule);
+    sender.send(
+      calls.map((call) => new SenderCall(call, sender)),
+      flight,
+    );
   }
 
   timedOut(call: StoreCall): void {
@@ -144,14 +135,6 @@ export class RedisEngine implements StoreEngine {
 
   clientClosed(): boolean {
     return isClientClosed(this.#client);
-  }
-
-  #decide(calls: StoreCall[], rule: Rule, flight: Flight): void {
-    const sender = this.#sender(rule);
-    sender.send(
-      calls.map((call) => new SenderCall(call, sender)),
-      flight,
-    );
   }
 
   /** One key operation, alone: one script call on its key (atomic, Cluster-safe). */
@@ -190,16 +173,4 @@ export class RedisEngine implements StoreEngine {
       }
     }, (error: unknown) => call.fail(error));
   }
-}
-
-/** A flight released at most once (the sender may release a batch's flight more than once). */
-function onceFlight(flight: Flight): Flight {
-  let released = false;
-  return {
-    release() {
-      if (released) return;
-      released = true;
-      flight.release();
-    },
-  };
 }

@@ -1,3 +1,6 @@
+/** Calls of one group may share a batch: a hash slot on a Redis Cluster, and under rules per key a rule too. */
+export type Group = number | string;
+
 /** A batch's turn in its round: the sender calls {@link release} once the batch is answered (any number of times). */
 export interface Flight {
   release(): void;
@@ -37,7 +40,7 @@ export class Coalescer<T extends Waiting> {
   readonly #maxBatch: number;
   readonly #fullGoesAtOnce: boolean;
   /** Calls not yet sent, by group, in the order made. */
-  readonly #waiting = new Map<number, T[]>();
+  readonly #waiting = new Map<Group, T[]>();
   #inFlight = false;
   #scheduled = false;
 
@@ -52,7 +55,7 @@ export class Coalescer<T extends Waiting> {
     this.#fullGoesAtOnce = fullGoesAtOnce;
   }
 
-  add(call: T, group: number): void {
+  add(call: T, group: Group): void {
     let waiting = this.#waiting.get(group);
     if (waiting === undefined) this.#waiting.set(group, (waiting = []));
     waiting.push(call);

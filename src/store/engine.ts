@@ -66,7 +66,10 @@ export interface StoreEngine {
   checkKey(key: string): void;
   /** The batch group of a store key: calls of one group may share a batch (a hash slot on a Redis Cluster). */
   group(storeKey: string): number;
-  /** Sends `calls` (decisions of one group, or one key operation); `flight.release()` once answered. */
+  /**
+   * Sends `calls`: decisions of one group and one rule, or one key operation (or, when operations
+   * are batched, calls of one rule); `flight.release()` once answered.
+   */
   send(calls: StoreCall[], flight: Flight): void;
   /** A call sent (or held) was answered by its timeout: let go of what it holds back. */
   timedOut(call: StoreCall): void;

@@ -550,8 +550,10 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
       if (known !== undefined) return call.answer(known);
     }
     call.dispatched = true;
-    if (this.#coalescer !== undefined && (call.op === 'decide' || this.#engine.batchesOperations)) this.#coalescer.add(call, this.#engine.group(call.storeKey));
-    else this.#engine.send([call], ALONE);
+    if (this.#coalescer === undefined || (call.op !== 'decide' && !this.#engine.batchesOperations)) return this.#engine.send([call], ALONE);
+    const group = this.#engine.group(call.storeKey);
+    // A batch carries one rule, sent once with it.
+    this.#coalescer.add(call, this.#fixed !== undefined ? group : `${group} ${call.rule.limit}/${call.rule.windowMs}`);
   }
 
   #answered(call: Call, decision: Decision | undefined, receipt: unknown): void {
