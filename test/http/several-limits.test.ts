@@ -9,7 +9,7 @@ import { serve } from '@hono/node-server';
 import { initTRPC } from '@trpc/server';
 import express from 'express';
 import Fastify, { type FastifyRequest } from 'fastify';
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import Koa from 'koa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FixedWindow, KeyedRateLimiter, ManualClock, Rule, TokenBucket } from '../../src/index';
@@ -86,7 +86,9 @@ const LAUNCHERS: Record<string, Launcher> = {
     const app = new Hono<{ Variables: RateLimitVariables }>();
     const [global, ...route] = middlewares.map((options) => honoRateLimit({ ...options, key: (c) => userOf((n) => c.req.header(n)) }));
     app.use(global!);
-    app.get('/', ...route, (c) => c.text(describeParts(c.get('rateLimit'))));
+    const answer = (c: Context<{ Variables: RateLimitVariables }>) => c.text(describeParts(c.get('rateLimit')));
+    if (route[0] === undefined) app.get('/', answer);
+    else app.get('/', route[0], answer);
     return node(serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server);
   },
   async fetch(middlewares) {

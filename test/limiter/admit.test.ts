@@ -20,7 +20,7 @@ const coded = (name: 'TypeError' | 'RangeError', message: string) =>
 const bucket = (limit: number, at = clock()) => new KeyedRateLimiter({ algorithm: () => new TokenBucket(new Rule(limit, 60_000)), clock: at });
 
 /** A limiter of the user's own whose answers come as Promises, as a store's do: `inner` decides, `cancel` may fail. */
-function asStore(inner: KeyedRateLimiter, failCancel?: unknown): AdmittingRateLimiter & { cancelled: number } {
+function asStore(inner: KeyedRateLimiter, failCancel?: unknown): AdmittingRateLimiter & { cancelled: number; reserve(key: string, permits?: number): Promise<AsyncReservation> } {
   const store = {
     cancelled: 0,
     async reserve(key: string, permits?: number): Promise<AsyncReservation> {
