@@ -118,6 +118,13 @@ describe('admit in memory', () => {
     expect(() => admit([{ limiter, key: 'k' }], { onError: 1 as never })).toThrow(coded('TypeError', 'ratekeeper: `onError` must be a function, got 1'));
     expect(() => admit([{ limiter, key: 'k', permits: 2 }, { limiter, key: 'k', permits: 4 }])).toThrow(coded('RangeError', 'ratekeeper: `permits` must be an integer from 1 to 3, got 4'));
     expect(limiter.peek('k', 0).remaining).toBe(3);
+    // A part after a refusal that throws as it is peeked: the parts granted before are given back too.
+    const full = bucket(1);
+    full.tryAcquire('k');
+    expect(() => admit([{ limiter, key: 'k', permits: 2 }, { limiter: full, key: 'k' }, { limiter, key: 'k', permits: 9 }])).toThrow(
+      coded('RangeError', 'ratekeeper: `permits` must be an integer from 1 to 3, got 9'),
+    );
+    expect(limiter.peek('k', 0).remaining).toBe(3);
   });
 });
 
@@ -176,7 +183,7 @@ describe('admit with parts that answer as Promises (store parts)', () => {
     const failing = asStore(bucket(5));
     const settleFails: AdmittingRateLimiter = {
       reserve: async (key, permits) => {
-        const { decision, cancel } = await failing.reserve(key, permits);
+        const { decision, cancel } = (await failing.reserve(key, permits)) as AsyncReservation;
         return { decision, cancel, settle: () => Promise.reject(new Error('gone')) };
       },
       peek: failing.peek,

@@ -1,0 +1,90 @@
+// Issue 25's targets for `admit` in memory: an admission of three parts (requests per user,
+// requests per org, tokens per org) against the three `reserve` calls it is made of, and the same
+// with each admission settled against each reservation settled. CPU time, interleaved rounds,
+// median of per-round ratios. Run alone: `node --expose-gc --import tsx bench/admit.ts` prints JSON.
+import { admit, KeyedRateLimiter, Rule, TokenBucket, type Reservation } from '../src/index';
+import { type Contender } from './contenders';
+import { measure, sunkValue } from './measure';
+import { median, ratioMedian } from './stats';
+
+const USERS = 1024;
+const ORGS = 16;
+const users = Array.from({ length: USERS }, (_, i) => `user-${i}`);
+const orgs = Array.from({ length: ORGS }, (_, i) => `org-${i}`);
+// Never refused: every admission is granted, the path a settle follows.
+const huge = new Rule(2 ** 40, 60_000);
+const limiters = () => Array.from({ length: 3 }, () => new KeyedRateLimiter({ algorithm: () => new TokenBucket(huge) }));
+
+/** Three reservations per operation, one per limiter, settled (1, 1, 700 of 1000 tokens) when `settle`. */
+function reserveThree(name: string, settle: boolean): Contender {
+  const [perUser, perOrg, tokens] = limiters() as [KeyedRateLimiter, KeyedRateLimiter, KeyedRateLimiter];
+  return {
+    name,
+    run(start, n) {
+      let acc = 0;
+      for (let i = start; i < start + n; i++) {
+        const user = users[i & (USERS - 1)]!;
+        const org = orgs[i & (ORGS - 1)]!;
+        const a: Reservation = perUser.reserve(user);
+        const b: Reservation = perOrg.reserve(org);
+        const c: Reservation = tokens.reserve(org, 1000);
+        acc += a.decision.remaining + b.decision.remaining + c.decision.remaining;
+        if (settle) {
+          a.settle(1);
+          b.settle(1);
+          acc += c.settle(700).remaining;
+        }
+      }
+      return acc;
+    },
+  };
+}
+
+/** One admission of the same three parts per operation, settled the same way when `settle`. */
+function admitThree(name: string, settle: boolean): Contender {
+  const [perUser, perOrg, tokens] = limiters() as [KeyedRateLimiter, KeyedRateLimiter, KeyedRateLimiter];
+  const actual = [1, 1, 700];
+  return {
+    name,
+    run(start, n) {
+      let acc = 0;
+      for (let i = start; i < start + n; i++) {
+        const user = users[i & (USERS - 1)]!;
+        const org = orgs[i & (ORGS - 1)]!;
+        const admission = admit([
+          { limiter: perUser, key: user },
+          { limiter: perOrg, key: org },
+          { limiter: tokens, key: org, permits: 1000 },
+        ]);
+        acc += admission.decision.remaining;
+        if (settle) acc += admission.settle(actual)[2]!.remaining;
+      }
+      return acc;
+    },
+  };
+}
+
+export interface AdmitResult {
+  /** ns per operation, median of the rounds. */
+  readonly ns: Record<string, number>;
+  /** admit ÷ three reserve (target ≤ 1.2), and admit + settle ÷ three reserve + settle (target ≤ 1.2). */
+  readonly ratios: { readonly admit: number; readonly admitSettle: number };
+}
+
+export async function admitBench(rounds = 15): Promise<AdmitResult> {
+  const contenders = [reserveThree('3 × reserve', false), admitThree('admit of 3', false), reserveThree('3 × reserve + settle', true), admitThree('admit of 3 + settle', true)];
+  const samples = await measure(contenders, { rounds, sampleMs: 50, warmupMs: 300 });
+  const ns = Object.fromEntries([...samples].map(([name, values]) => [name, Math.round(median(values))]));
+  return {
+    ns,
+    ratios: {
+      admit: ratioMedian(samples.get('admit of 3'), samples.get('3 × reserve')),
+      admitSettle: ratioMedian(samples.get('admit of 3 + settle'), samples.get('3 × reserve + settle')),
+    },
+  };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const result = await admitBench();
+  console.log(JSON.stringify({ ...result, sunk: sunkValue() % 2 }, null, 2));
+}
