@@ -55,8 +55,12 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * their wide arithmetic, the plan that flags them, a settle that releases its receipt; the WeakMap
  * of credited units gone): +255 B core (12 643 -> 12 898 B), +214 B KeyedRateLimiter + TokenBucket
  * (8 776 -> 8 990 B built into a limiter); the budgets moved up by as much.
+ * Issue 25's `admit` (one admission across limiters and keys: in order, peek after a refusal, give
+ * back, store parts as Promises, settle per part; limiter/admit.ts 3.38 KB minified): +1 019 B core
+ * (12 912 -> 13 931 B, measured with the store layer merged, same build); the core budget moved up
+ * by 1 KB. It shakes out of the limiter alone.
  */
-const CORE_BUDGET = 12.61 * 1024;
+const CORE_BUDGET = 13.61 * 1024;
 const SHAKEN_BUDGET = 8.79 * 1024;
 
 interface Measured {
