@@ -6,6 +6,7 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
 import { admit, KeyedRateLimiter, ManualClock, Rule, type Admission, type Decision, type Reservation } from '../../src/index';
 import { algorithms } from '../support/algorithms';
+import { oneByOne } from '../support/one-by-one';
 
 const KEYS = ['a', 'b'] as const;
 
@@ -47,22 +48,7 @@ describe('admit, in memory', () => {
         const before = states(real);
         const admission = admit(op.parts.map((part) => ({ limiter: real[part.limiter]!, key: KEYS[part.key]!, permits: permitsOf(part) })));
 
-        // By hand: reserve in order; the first refusal stops reserving, the rest are peeked, the granted cancelled.
-        const decisions: Decision[] = [];
-        const held: Reservation[] = [];
-        let refused = false;
-        for (const part of op.parts) {
-          const limiter = byHand[part.limiter]!;
-          if (refused) {
-            decisions.push(limiter.peek(KEYS[part.key]!, permitsOf(part)));
-            continue;
-          }
-          const reservation = limiter.reserve(KEYS[part.key]!, permitsOf(part));
-          decisions.push(reservation.decision);
-          if (reservation.decision.allowed) held.push(reservation);
-          else refused = true;
-        }
-        if (refused) for (const reservation of held.reverse()) reservation.cancel();
+        const { decisions, held, refused } = oneByOne(op.parts.map((part) => ({ limiter: byHand[part.limiter]!, key: KEYS[part.key]!, permits: permitsOf(part) })));
 
         expect(admission.parts).toEqual(decisions);
         expect(admission.decision).toEqual(expectedDecision(decisions));

@@ -6,8 +6,9 @@
 // across calls safely rather than exactly (issue 24's store work), which is no part of admit.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { admit, KeyedRateLimiter, ManualClock, Rule, type AdmittingRateLimiter, type Decision, type Reservation } from '../../src/index';
+import { admit, KeyedRateLimiter, ManualClock, Rule, type AdmittingRateLimiter } from '../../src/index';
 import { RedisRateLimiter } from '../../src/redis';
+import { oneByOne } from '../support/one-by-one';
 import { algorithmNames, twins } from './helpers/algorithms';
 import { ioredisClient, redisPort, uniquePrefix, useIoredis } from './helpers/clients';
 import { startRedisServer } from './helpers/redis-server';
@@ -54,21 +55,7 @@ describe.skipIf(redisPort === 0)('admit over Redis', () => {
           // Synchronous when every part chosen is the one in memory.
           const admission = await admit(op.parts.map((part) => ({ limiter: real[part.limiter]!, key: KEYS[part.key]!, permits: permitsOf(part) })));
 
-          const decisions: Decision[] = [];
-          const held: Reservation[] = [];
-          let refused = false;
-          for (const part of op.parts) {
-            const limiter = byHand[part.limiter]!;
-            if (refused) {
-              decisions.push(limiter.peek(KEYS[part.key]!, permitsOf(part)));
-              continue;
-            }
-            const reservation = limiter.reserve(KEYS[part.key]!, permitsOf(part));
-            decisions.push(reservation.decision);
-            if (reservation.decision.allowed) held.push(reservation);
-            else refused = true;
-          }
-          if (refused) for (const reservation of held.reverse()) reservation.cancel();
+          const { decisions, held, refused } = oneByOne(op.parts.map((part) => ({ limiter: byHand[part.limiter]!, key: KEYS[part.key]!, permits: permitsOf(part) })));
 
           expect(admission.parts).toEqual(decisions);
           expect(admission.decision.allowed).toBe(!refused);
