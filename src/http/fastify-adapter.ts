@@ -78,7 +78,7 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
     const { decision, headers, finish } = verdict;
     (request as { rateLimit?: RequestDecision }).rateLimit = decision;
     for (const [name, value] of Object.entries(headers)) reply.header(name, value);
-    if (finish !== undefined) settleOnClose(reply.raw, finish);
+    if (finish !== undefined) settleOnClose(reply.raw, finish, verdict.settles);
     if (decision.allowed) return undefined;
     if (onRejected !== undefined) {
       await onRejected(request, reply, decision);

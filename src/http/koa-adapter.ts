@@ -125,7 +125,7 @@ export function koaRateLimit<C extends KoaContextLike = KoaContextLike>(options:
       finish = undefined;
       return settling === undefined ? Promise.resolve() : settling(status);
     };
-    settleOnClose(ctx.res, settleOnce);
+    settleOnClose(ctx.res, settleOnce, verdict.settles);
     try {
       await next();
     } catch (error) {

@@ -44,8 +44,13 @@ declare global {
  * (`settle` is not called): the server may have done the work, and disconnecting must never earn
  * a refund (under `skipSuccessfulRequests` it would make password guesses free).
  */
-export function settleOnClose(res: NodeResponseLike | undefined, finish: (status: number) => Promise<void>): void {
-  if (typeof res?.once !== 'function') throw typeError('ratekeeper: settling after the response needs a response with once("close"), as Node\'s has');
+export function settleOnClose(res: NodeResponseLike | undefined, finish: (status: number) => Promise<void>, settles: boolean): void {
+  if (typeof res?.once !== 'function') {
+    // Without settling options finishing only lets go of a reservation in memory, which a key
+    // bounds anyway (64 receipts): a response without a close event does without.
+    if (!settles) return;
+    throw typeError('ratekeeper: settling after the response needs a response with once("close"), as Node\'s has');
+  }
   res.once('close', () => {
     if (res.headersSent) void finish(res.statusCode);
   });
@@ -106,7 +111,7 @@ export function nodeRateLimit<Req extends NodeRequestLike = NodeRequestLike, Res
     const { decision, headers, finish } = verdict;
     (req as { rateLimit?: RequestDecision }).rateLimit = decision;
     if (!res.headersSent) for (const name in headers) res.setHeader(name, headers[name]!);
-    if (finish !== undefined) settleOnClose(res, finish);
+    if (finish !== undefined) settleOnClose(res, finish, verdict.settles);
     if (decision.allowed) return true;
     if (onRejected !== undefined) {
       await onRejected(req, res, decision);

@@ -189,6 +189,11 @@ export interface Verdict {
    * it; undefined when there is nothing to settle. Never rejects: failures go to `onSettleError`.
    */
   readonly finish: ((status: number) => Promise<void>) | undefined;
+  /**
+   * Whether the options ask for `finish` (settling by the status); otherwise it only lets go of what
+   * a reservation in memory holds, and a response that cannot tell when it is done may skip it.
+   */
+  readonly settles: boolean;
 }
 
 /** The checked options plus the per-request decision. */
@@ -334,7 +339,7 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
         const policies = [{ decision, name: first.name, windowMs: first.windowMs }];
         // Listed for the middlewares after it, with nothing to give back.
         if (holder !== undefined && decision.allowed) heldBy.set(holder, [{ policies, cancel: undefined, done: false }]);
-        return { key: ids[0]!, decision: withParts(decision, policies), policy: first.name, headers: written, finish: undefined };
+        return { key: ids[0]!, decision: withParts(decision, policies), policy: first.name, headers: written, finish: undefined, settles: false };
       }
 
       const admission = await admitted(parts, ids, permits);
@@ -376,7 +381,7 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
           };
         }
       }
-      return { key: ids[0]!, decision, policy: policies[chosen]!.name, headers: written, finish };
+      return { key: ids[0]!, decision, policy: policies[chosen]!.name, headers: written, finish, settles: settling };
     },
   };
 }
