@@ -1,6 +1,6 @@
 // src/limiter/admit.ts: API.md "Admission across keys" as timelines, its bad input, and the parts
 // that come back as Promises (a store's reserve, cancel or peek), with their failures.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   admit,
   FixedWindow,
@@ -12,7 +12,10 @@ import {
   type AdmittingRateLimiter,
   type AsyncReservation,
   type Decision,
+  type MemoryAdmission,
+  type StoreAdmission,
 } from '../../src/index';
+import type { RedisRateLimiter } from '../../src/redis';
 
 const clock = () => new ManualClock(0);
 const coded = (name: 'TypeError' | 'RangeError', message: string) =>
@@ -191,5 +194,18 @@ describe('admit with parts that answer as Promises (store parts)', () => {
     const broken = await admit([{ limiter: settleFails, key: 'k' }, { limiter: memory, key: 'k', permits: 3 }]);
     await expect(broken.settle([1, 0])).rejects.toThrow('gone');
     expect(memory.peek('k', 0).remaining).toBe(5);
+  });
+});
+
+describe('admit types', () => {
+  it('is a MemoryAdmission for parts in memory, and may be a Promise once a store part is among them', () => {
+    const memory = bucket(3);
+    expectTypeOf(admit([{ limiter: memory, key: 'k' }])).toEqualTypeOf<MemoryAdmission>();
+    expectTypeOf(admit([{ limiter: memory, key: 'k' }]).settle([1])).toEqualTypeOf<Decision[]>();
+    const mixed = (store: RedisRateLimiter) => admit([{ limiter: memory, key: 'k' }, { limiter: store, key: 'k', permits: 2 }]);
+    expectTypeOf(mixed).returns.toEqualTypeOf<MemoryAdmission | Promise<StoreAdmission>>();
+    expectTypeOf<Awaited<ReturnType<typeof mixed>>['settle']>().returns.toEqualTypeOf<Decision[] | Promise<Decision[]>>();
+    // @ts-expect-error a part needs a key
+    expect(() => admit([{ limiter: memory }])).toThrow(expect.objectContaining({ code: 'ERR_RATEKEEPER_INVALID_ARGUMENT' }));
   });
 });
