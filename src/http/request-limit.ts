@@ -276,9 +276,8 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
     }
   };
 
-  /** The real cost of each part by the status the server chose: 0 when skipped, else its `settle`'s, else what it reserved. */
+  /** The real cost of each part by the status the server chose: its `settle`'s, else what it reserved. */
   const actualCosts = async (permits: readonly number[], status: number, args: Args): Promise<number[]> => {
-    if ((skipFailedRequests && status >= 400) || (skipSuccessfulRequests && status < 400)) return permits.map(() => 0);
     const costs: number[] = [];
     for (const [i, part] of parts.entries()) {
       costs.push(part.settle === undefined ? permits[i]! : integerIn('settle', await part.settle(status, ...args), 0, Number.MAX_SAFE_INTEGER));
@@ -374,7 +373,8 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
             if (mine.done) return;
             mine.done = true;
             try {
-              await holds.settle(await actualCosts(permits, status, args));
+              if ((skipFailedRequests && status >= 400) || (skipSuccessfulRequests && status < 400)) await holds.cancel();
+              else await holds.settle(await actualCosts(permits, status, args));
             } catch (error) {
               report(error, args);
             }

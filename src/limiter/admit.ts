@@ -271,7 +271,8 @@ class MemoryAdmitted extends Admitted implements MemoryAdmission {
   }
 
   cancel(): void {
-    this.settle(new Array<number>(this.parts.length).fill(0));
+    // Each part's own cancel, not a settle of 0: what observes a limiter hears a cancel.
+    for (const reservation of this.take(zeros(this.parts.length)) ?? []) (reservation as Reservation).cancel();
   }
 }
 
@@ -279,16 +280,11 @@ class StoreAdmitted extends Admitted implements StoreAdmission {
   async settle(actual: readonly number[]): Promise<Decision[]> {
     const held = this.take(actual);
     if (held === undefined) return [...this.parts];
-    // Every part is tried, whatever another's store does; the first failure, in part order, rejects.
-    const outcomes = await Promise.allSettled(held.map(async (reservation, i) => (reservation as Reservation | AsyncReservation).settle(actual[i]!)));
-    return outcomes.map((outcome) => {
-      if (outcome.status === 'rejected') throw outcome.reason;
-      return outcome.value;
-    });
+    return everyPart(held.map(async (reservation, i) => reservation.settle(actual[i]!)));
   }
 
   async cancel(): Promise<void> {
-    await this.settle(new Array<number>(this.parts.length).fill(0));
+    await everyPart((this.take(zeros(this.parts.length)) ?? []).map(async (reservation) => reservation.cancel()));
   }
 }
 
@@ -300,6 +296,19 @@ function binding(held: readonly Held[]): Decision {
     if (decision.remaining < tightest.remaining) tightest = decision;
   }
   return tightest;
+}
+
+/** Every part is tried, whatever another's store does; the first failure, in part order, rejects. */
+async function everyPart<T>(calls: readonly Promise<T>[]): Promise<T[]> {
+  const outcomes = await Promise.allSettled(calls);
+  return outcomes.map((outcome) => {
+    if (outcome.status === 'rejected') throw outcome.reason;
+    return outcome.value;
+  });
+}
+
+function zeros(count: number): number[] {
+  return new Array<number>(count).fill(0);
 }
 
 function decisionsOf(held: readonly Held[]): Decision[] {
