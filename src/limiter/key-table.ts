@@ -1,5 +1,5 @@
-import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
-import { partsOf } from '../algorithms/composite';
+import type { AccountingAlgorithm, PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
+import { holds, partsOf } from '../algorithms/composite';
 import { type Decision, keyTableFull } from '../core/decision';
 import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
@@ -390,6 +390,8 @@ export function checkFactory(algorithm: unknown): void {
  */
 export function tableFull(fresh: RateLimitAlgorithm, decision: Decision, spent: number, now: number): Decision {
   const { limit } = decision;
-  const emptied = spent < limit ? fresh.tryAcquire(now, limit - spent) : decision;
+  // An in-flight limit is spent by reserving (its tryAcquire throws); the state is thrown away after.
+  let emptied = decision;
+  if (spent < limit) emptied = holds(fresh) ? (fresh as AccountingAlgorithm).reserve(now, limit - spent).decision : fresh.tryAcquire(now, limit - spent);
   return keyTableFull(limit, emptied.resetAfterMs);
 }

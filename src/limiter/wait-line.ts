@@ -6,6 +6,13 @@ import type { Decision, Rejected } from '../core/decision';
 /** One caller of `acquire`, linked into its key's line. */
 export interface Waiter {
   readonly permits: number;
+  /** Decides this caller's turn: the queue's attempt, or the caller's own (a reservation it keeps). */
+  readonly attempt: (key: string, permits: number) => Decision | Promise<Decision>;
+  /**
+   * For a caller whose refusals may end sooner than their `retryAfterMs` says (an in-flight limit a
+   * release frees): the least it must still wait, in ms. Undefined: the refusal's `retryAfterMs`.
+   */
+  readonly least: (() => number) | undefined;
   /** The latest time at which it may be granted: arrival + maxWaitMs. */
   readonly deadline: number;
   readonly resolve: (decision: Decision) => void;
@@ -26,8 +33,10 @@ export interface Line {
   /** The head's retry timer: the only timer of the line, armed only while the head waits. */
   timer: unknown;
   armed: boolean;
-  /** When the head may be granted, and the refusal that said so: nobody behind it goes sooner. */
+  /** When the head is tried again by its timer, and the refusal that said so. */
   dueMs: number;
+  /** The earliest the head may be granted: nobody behind it goes sooner (`dueMs` unless the head's refusal may end early). */
+  earliestMs: number;
   refusal: Rejected | undefined;
   /** Waiters with a deadline: while there are none, nobody behind the head needs checking. */
   bounded: number;
@@ -48,7 +57,7 @@ export function delayOf(retryAfterMs: number): number {
 
 /** An empty line for `key`. */
 export function openLine(key: string): Line {
-  return { key, head: undefined, tail: undefined, asking: undefined, timer: undefined, armed: false, dueMs: 0, refusal: undefined, bounded: 0, size: 0 };
+  return { key, head: undefined, tail: undefined, asking: undefined, timer: undefined, armed: false, dueMs: 0, earliestMs: 0, refusal: undefined, bounded: 0, size: 0 };
 }
 
 /** Puts a waiter at the back of the line. */

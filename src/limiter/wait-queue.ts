@@ -86,6 +86,28 @@ export class WaitQueue extends Closable {
    * rejects with `signal.reason` on abort, and with a `TypeError` or `RangeError` for a bad argument.
    */
   acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
+    return this.acquireWith(key, permits, options, this.#attempt, undefined);
+  }
+
+  /**
+   * Waits as `acquire` does, in the same line, but decides this caller's turn with its own
+   * `attempt`: a `reserve` whose reservation the caller keeps, say (the keyed limiter's `lease`).
+   * `least`, when given, reads the least this caller must still wait, in ms, once refused: for
+   * refusals that may end sooner than their `retryAfterMs` says (an in-flight limit, freed by a
+   * release whenever its holder is done), so that the caller waits up to its `maxWaitMs` and is
+   * answered then, instead of at once.
+   *
+   * @example
+   * ```ts
+   * import { KeyedRateLimiter, Rule, TokenBucket, WaitQueue, type Reservation } from 'ratekeeper';
+   * const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)) });
+   * const line = new WaitQueue((key, permits) => limiter.tryAcquire(key, permits));
+   * let reservation: Reservation | undefined;
+   * await line.acquireWith('k', 1, {}, (key, permits) => (reservation = limiter.reserve(key, permits)).decision, undefined);
+   * reservation?.settle(1);
+   * ```
+   */
+  acquireWith(key: string, permits: number, options: AcquireOptions | undefined, attempt: AcquireAttempt, least: (() => number) | undefined): Promise<Decision> {
     let read: ReturnType<typeof readAcquireOptions>;
     try {
       if (typeof key !== 'string') throw typeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
@@ -99,7 +121,7 @@ export class WaitQueue extends Closable {
     if (signal?.aborted === true) return Promise.reject(signal.reason);
     return new Promise<Decision>((resolve, reject) => {
       const deadline = this.#scheduler.now() + maxWaitMs;
-      const waiter: Waiter = { permits, deadline, resolve, reject, stopListening: undefined, queued: true, prev: undefined, next: undefined };
+      const waiter: Waiter = { permits, attempt, least, deadline, resolve, reject, stopListening: undefined, queued: true, prev: undefined, next: undefined };
       let line = this.#lines.get(key);
       if (line !== undefined && line.size >= this.#maxWaiters && line.armed) {
         const retryAfterMs = Math.max(1, Math.ceil(line.dueMs - this.#scheduler.now()));
@@ -116,6 +138,7 @@ export class WaitQueue extends Closable {
         if (line.armed && deadline < Infinity) this.#turnAwayIfLate(line, waiter);
       }
       if (waiter.queued && signal !== undefined) this.#listen(line, waiter, signal);
+      if (waiter.queued && least !== undefined && deadline < Infinity) this.#expire(line, waiter);
     });
   }
 
@@ -160,7 +183,7 @@ export class WaitQueue extends Closable {
     for (let waiter = line.head; waiter !== undefined && line.asking === undefined; waiter = line.head) {
       let outcome: Decision | Promise<Decision>;
       try {
-        outcome = this.#attempt(line.key, waiter.permits);
+        outcome = waiter.attempt(line.key, waiter.permits);
         if (typeof (outcome as Partial<Promise<Decision>> | null)?.then === 'function') {
           line.asking = waiter;
           (outcome as Promise<Decision>).then(
@@ -185,20 +208,21 @@ export class WaitQueue extends Closable {
   /** Settles the head with its decision, or arms the line's timer; true when the next head may be tried. */
   #decide(line: Line, waiter: Waiter, decision: Decision): boolean {
     const now = this.#scheduler.now();
-    if (decision.allowed || now + decision.retryAfterMs > waiter.deadline) {
+    if (decision.allowed || this.#late(waiter, now, waiter.least?.() ?? decision.retryAfterMs)) {
       leave(line, waiter);
       waiter.resolve(decision);
       return true;
     }
     line.refusal = decision;
     line.dueMs = now + decision.retryAfterMs;
+    line.earliestMs = waiter.least === undefined ? line.dueMs : now + waiter.least();
     line.armed = true;
     line.timer = this.#scheduler.setTimeout(() => {
       line.armed = false;
       this.#run(line);
     }, delayOf(decision.retryAfterMs));
     for (let behind = waiter.next; behind !== undefined && line.bounded > 0; behind = behind.next) {
-      if (line.dueMs > behind.deadline) this.#turnAway(line, behind);
+      if (line.earliestMs > behind.deadline) this.#turnAway(line, behind);
     }
     return false;
   }
@@ -231,7 +255,39 @@ export class WaitQueue extends Closable {
   #turnAwayIfLate(line: Line, waiter: Waiter): void {
     const standing = this.#standing?.(line.key, waiter.permits);
     const now = this.#scheduler.now();
-    if (line.dueMs > waiter.deadline || (standing !== undefined && now + standing.retryAfterMs > waiter.deadline)) this.#turnAway(line, waiter, standing);
+    const own = standing === undefined ? 0 : (waiter.least?.() ?? standing.retryAfterMs);
+    if (line.earliestMs > waiter.deadline || this.#late(waiter, now, own)) this.#turnAway(line, waiter, standing);
+  }
+
+  /**
+   * Whether a waiter still `wait` ms from a grant would pass its deadline. One whose refusals may end
+   * early (`least`) waits until its deadline and no longer: at it, it is late.
+   */
+  #late(waiter: Waiter, now: number, wait: number): boolean {
+    return now + wait > waiter.deadline || (waiter.least !== undefined && now >= waiter.deadline);
+  }
+
+  /**
+   * Answers a caller with `least` at its deadline if it is still waiting then: its refusals do not
+   * tell when it will be granted (a release may come any moment), so it waits until then. The head
+   * is tried once more; one behind it gets the key's refusal as it stands.
+   */
+  #expire(line: Line, waiter: Waiter): void {
+    const timer = this.#scheduler.setTimeout(() => {
+      if (!waiter.queued) return;
+      // A deadline past the longest timer is reached in steps.
+      if (this.#scheduler.now() < waiter.deadline) return this.#expire(line, waiter);
+      if (line.head !== waiter) return this.#turnAway(line, waiter);
+      // An answer on its way lands past the deadline and settles the head then.
+      if (line.asking !== undefined) return;
+      if (line.armed) this.#disarm(line);
+      this.#run(line);
+    }, delayOf(waiter.deadline - this.#scheduler.now()));
+    const stopListening = waiter.stopListening;
+    waiter.stopListening = () => {
+      stopListening?.();
+      this.#scheduler.clearTimeout(timer);
+    };
   }
 
   /**
