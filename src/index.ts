@@ -23,7 +23,7 @@ export { ManualScheduler } from './limiter/manual-scheduler';
 export type { AcquireOptions } from './limiter/acquire-options';
 export type { AcquireAttempt, WaitQueueOptions } from './limiter/wait-queue';
 export { WaitQueue } from './limiter/wait-queue';
-export type { PaceOptions, WaitingRateLimiter } from './limiter/pace';
+export type { LeasingRateLimiter, PaceOptions, WaitingRateLimiter } from './limiter/pace';
 export { pace, RateLimitedError } from './limiter/pace';
 export type { ChangeEvent, DecisionEvent, ObservedDecision, Observed, ObserveOptions } from './limiter/observe';
 export { observe } from './limiter/observe';

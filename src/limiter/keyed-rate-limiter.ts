@@ -308,7 +308,9 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * them is woken by the release that makes room, or at the latest by the end of the lease that
    * does, in the same or the next macrotask; nothing polls. `maxWaitMs` bounds the wait: past it (or
    * at once, when a rate part alone proves it cannot be granted in time) the reservation resolves
-   * ungranted, its `decision` the key's refusal. `signal` and `maxWaiters` act as in `acquire`.
+   * ungranted, its `decision` the key's refusal. `signal` and `maxWaiters` act as in `acquire`. A
+   * custom algorithm without `reserve` keeps no accounts: its lease is granted as by `acquire`, with
+   * nothing to settle (its `settle` and `cancel` change nothing).
    * @throws (rejects) as `acquire` does: a `ClosedError` once closed, `signal.reason` on abort.
    *
    * @example
@@ -329,14 +331,20 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    */
   lease(key: string, permits = 1, options?: AcquireOptions): Promise<Lease> {
     let signal: AbortSignal | undefined;
+    let state: RateLimitAlgorithm;
     try {
       signal = readAcquireOptions(options).signal;
+      state = this.#stateOf(key) ?? this.#fresh(key);
+      // A custom algorithm without accounts can hold nothing in flight: granted as by acquire, nothing to settle.
+      if (typeof (state as Partial<AccountingAlgorithm>).reserve !== 'function') {
+        return this.acquire(key, permits, options).then((decision) => new KeyReservation(decision, undefined));
+      }
       if (!this.#closed && signal?.aborted !== true && !this.#waiting.has(key)) {
         // Nobody ahead: granted now, without joining a line (the common case stays cheap).
         const reservation = this.reserve(key, permits) as KeyReservation;
         if (reservation.decision.allowed) return Promise.resolve(reservation);
       } else if (this.#waiting.has(key)) {
-        const error = checkBehind(this.#stateOf(key) ?? this.#table.create(key), permits, this.#clock.now());
+        const error = checkBehind(state, permits, this.#clock.now());
         if (error !== undefined) throw error;
       }
     } catch (error) {
@@ -344,7 +352,7 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     }
     let reservation: Lease | undefined;
     const attempt = (k: string, p: number) => (reservation = this.reserve(k, p) as KeyReservation).decision;
-    const least = holds(this.#stateOf(key) ?? this.#table.create(key)) ? () => this.#least(key, permits) : undefined;
+    const least = holds(state) ? () => this.#least(key, permits) : undefined;
     const waited = this.#waiting
       .acquireWith(key, permits, options, attempt, least)
       .then((decision) => (reservation?.decision === decision ? reservation : new KeyReservation(decision, undefined)));
