@@ -518,12 +518,13 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     } else if (current === state && actual < reserved) {
       state.refund(now, receipt, reserved - actual);
     }
+    // The state this settle left, read before those waiting take what it freed.
+    const after = capable(this.#stateOf(key) ?? this.#fresh(key), 'charge').peek(now, 0);
     if (holding || (current === state && actual < reserved)) {
       this.#table.changed(key, now);
       this.#waiting.wake(key);
     }
-    const after = this.#stateOf(key) ?? this.#fresh(key);
-    return capable(after, 'charge').peek(now, 0);
+    return after;
   }
 
   /** Extends a reservation's in-flight permits where the key holds its leases now (see `Reservation.extend`). */
