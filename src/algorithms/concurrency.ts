@@ -138,15 +138,21 @@ export class Concurrency extends Printable implements AccountingAlgorithm {
   release(nowMs: number, receipt: Receipt): boolean {
     checkTime(nowMs);
     const now = nowMs > this.last ? nowMs : this.last;
+    // A lone lease, the common case, without the array a composite's receipt is read through.
+    if (receipt instanceof Held) return this.releaseOne(receipt, now);
     let released = false;
-    for (const lease of leasesIn(receipt)) {
-      const i = this.leases.indexOf(lease);
-      if (i === -1) continue;
-      released ||= lease.end > now;
-      this.held -= lease.permits;
-      this.leases.splice(i, 1);
-    }
+    for (const lease of leasesIn(receipt)) if (this.releaseOne(lease, now)) released = true;
     return released;
+  }
+
+  /** Releases one lease if this state holds it; true when it had not ended. */
+  private releaseOne(lease: Held, now: number): boolean {
+    // Leases end roughly in grant order, and the oldest are released first: found near the front.
+    const i = this.leases.indexOf(lease);
+    if (i === -1) return false;
+    this.held -= lease.permits;
+    this.leases.splice(i, 1);
+    return lease.end > now;
   }
 
   /**
@@ -224,7 +230,8 @@ export class Concurrency extends Printable implements AccountingAlgorithm {
   private place(lease: Held): void {
     let i = this.leases.length;
     while (i > 0 && (this.leases[i - 1] as Held).end > lease.end) i--;
-    this.leases.splice(i, 0, lease);
+    if (i === this.leases.length) this.leases.push(lease);
+    else this.leases.splice(i, 0, lease);
   }
 
   /** The time until `needed` more permits are free by leases ending (from the `ended`-th on), at most 2^42. */

@@ -219,8 +219,9 @@ export class KeyTable {
    * stands for it.
    */
   changed(key: string, now: number): void {
+    if (this.#idle === undefined) return;
     const state = this.#current.get(key);
-    if (this.#idle === undefined || state === undefined) return;
+    if (state === undefined) return;
     const at = state.isIdle(now) ? now : this.#idleAt(state, now);
     const latest = this.#latest.get(state);
     if (latest !== undefined && latest <= at) return;

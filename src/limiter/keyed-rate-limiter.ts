@@ -12,7 +12,7 @@ import { KeyBlocks, KeyPins, MAX_BLOCK_MS } from './key-blocks';
 import { checkFactory, KeyTable, tableFull } from './key-table';
 import { KeyReservation, type Lease, type Ledger, type Reservation } from './reservation';
 import { type Scheduler, schedulerFor } from './scheduler';
-import { WaitQueue } from './wait-queue';
+import { type Turn, WaitQueue } from './wait-queue';
 
 
 /**
@@ -343,21 +343,19 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
         // Nobody ahead: granted now, without joining a line (the common case stays cheap).
         const reservation = this.reserve(key, permits) as KeyReservation;
         if (reservation.decision.allowed) return Promise.resolve(reservation);
-      } else if (this.#waiting.has(key)) {
+      } else if (permits !== 1 && this.#waiting.has(key)) {
         const error = checkBehind(state, permits, this.#clock.now());
         if (error !== undefined) throw error;
       }
     } catch (error) {
       return Promise.reject(error);
     }
-    let reservation: Lease | undefined;
-    const attempt = (k: string, p: number) => (reservation = this.reserve(k, p) as KeyReservation).decision;
-    const least = holds(state) ? () => this.#least(key, permits) : undefined;
-    const waited = this.#waiting
-      .acquireWith(key, permits, options, attempt, least)
-      .then((decision) => (reservation?.decision === decision ? reservation : new KeyReservation(decision, undefined)));
-    return this.#pinWhileWaiting(key, waited);
+    const turn = new LeaseTurn(this, holds(state) ? this.#leastOf : undefined);
+    return this.#pinWhileWaiting(key, this.#waiting.acquireWith(key, permits, options, turn));
   }
+
+  /** `#least`, made once: a waiting lease's turn reads it (see `LeaseTurn`). */
+  readonly #leastOf = (key: string, permits: number): number => this.#least(key, permits);
 
   /** A key waited on is pinned, and a full table stops looking at it: once its line ends, it must look again. */
   #pinWhileWaiting<T>(key: string, waited: Promise<T>): Promise<T> {
@@ -373,9 +371,9 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     const now = this.#read(this.#clock.now());
     const state = (this.#stateOf(key) ?? this.#table.create(key)) as PeekableAlgorithm;
     let least = this.#mayBlock ? Math.max(0, (this.#blocks.until(key, now) ?? now) - now) : 0;
-    for (const part of partsOf(state) ?? [state]) {
-      if (!isHolding(part)) least = Math.max(least, part.peek(now, permits).retryAfterMs);
-    }
+    const parts = partsOf(state);
+    if (parts === undefined) return least; // a lone in-flight limit: a release may come any moment
+    for (const part of parts) if (!isHolding(part)) least = Math.max(least, part.peek(now, permits).retryAfterMs);
     return least;
   }
 
@@ -601,6 +599,32 @@ function checkState(state: unknown): void {
   const s = state as Partial<RateLimitAlgorithm> | null;
   if (s === null || typeof s !== 'object' || typeof s.tryAcquire !== 'function' || typeof s.isIdle !== 'function') {
     throw typeError(`ratekeeper: \`algorithm\` must return an algorithm, got ${describe(state)}`);
+  }
+}
+
+/**
+ * A waiting lease's turn: each try reserves, and the caller gets the reservation that was granted,
+ * or an ungranted one holding the final refusal. One object per waiting lease, no closures.
+ */
+class LeaseTurn implements Turn<Lease> {
+  readonly #limiter: KeyedRateLimiter;
+  readonly least: ((key: string, permits: number) => number) | undefined;
+  #reservation: KeyReservation | undefined;
+
+  /** @param least for a limit that holds in flight, the least wait its rates and blocks prove. */
+  constructor(limiter: KeyedRateLimiter, least: ((key: string, permits: number) => number) | undefined) {
+    this.#limiter = limiter;
+    this.least = least;
+  }
+
+  attempt(key: string, permits: number): Decision {
+    this.#reservation = this.#limiter.reserve(key, permits) as KeyReservation;
+    return this.#reservation.decision;
+  }
+
+  answer(decision: Decision): Lease {
+    const reservation = this.#reservation;
+    return reservation !== undefined && reservation.decision === decision ? reservation : new KeyReservation(decision, undefined);
   }
 }
 

@@ -5,10 +5,12 @@ import { typeError } from '../core/errors';
 import { describe, integerIn } from '../core/validate';
 import { type AcquireOptions, readAcquireOptions } from './acquire-options';
 import { checkScheduler, type Scheduler, systemScheduler } from './scheduler';
-import { delayOf, join, leave, type Line, openLine, type Waiter } from './wait-line';
+import { delayOf, join, leave, type Line, openLine, type Turn, type Waiter } from './wait-line';
 
 /** Decides one request without waiting: a limiter's `tryAcquire`, in memory or over a store. */
 export type AcquireAttempt = (key: string, permits: number) => Decision | Promise<Decision>;
+
+export type { Turn } from './wait-line';
 
 /** Options of {@link WaitQueue}. */
 export interface WaitQueueOptions {
@@ -51,7 +53,8 @@ export type StandingProbe = (key: string, permits: number) => Rejected | undefin
  */
 export class WaitQueue extends Closable {
   readonly #lines = new Map<string, Line>();
-  readonly #attempt: AcquireAttempt;
+  /** `acquire`'s turn: the queue's attempt, answered with its decision. */
+  readonly #turn: Turn<Decision>;
   readonly #scheduler: Scheduler;
   #closed = false;
   readonly #standing: StandingProbe | undefined;
@@ -69,7 +72,7 @@ export class WaitQueue extends Closable {
     super();
     if (typeof attempt !== 'function') throw typeError(`ratekeeper: \`attempt\` must be a function, got ${describe(attempt)}`);
     if (standing !== undefined && typeof standing !== 'function') throw typeError(`ratekeeper: \`standing\` must be a function, got ${describe(standing)}`);
-    this.#attempt = attempt;
+    this.#turn = { attempt, answer: (decision) => decision };
     this.#scheduler = checkScheduler(scheduler);
     this.#standing = standing;
     this.#maxWaiters = checkMaxWaiters(options.maxWaiters);
@@ -86,28 +89,31 @@ export class WaitQueue extends Closable {
    * rejects with `signal.reason` on abort, and with a `TypeError` or `RangeError` for a bad argument.
    */
   acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
-    return this.acquireWith(key, permits, options, this.#attempt, undefined);
+    return this.acquireWith(key, permits, options, this.#turn);
   }
 
   /**
    * Waits as `acquire` does, in the same line, but decides this caller's turn with its own
-   * `attempt`: a `reserve` whose reservation the caller keeps, say (the keyed limiter's `lease`).
-   * `least`, when given, reads the least this caller must still wait, in ms, once refused: for
-   * refusals that may end sooner than their `retryAfterMs` says (an in-flight limit, freed by a
-   * release whenever its holder is done), so that the caller waits up to its `maxWaitMs` and is
-   * answered then, instead of at once.
+   * `turn.attempt` (a `reserve` whose reservation the caller keeps, say: the keyed limiter's
+   * `lease`) and resolves with `turn.answer` of the final decision. `turn.least`, when given, reads
+   * the least this caller must still wait, in ms, once refused: for refusals that may end sooner
+   * than their `retryAfterMs` says (an in-flight limit, freed by a release whenever its holder is
+   * done), so that the caller waits up to its `maxWaitMs` and is answered then, not at once.
    *
    * @example
    * ```ts
    * import { KeyedRateLimiter, Rule, TokenBucket, WaitQueue, type Reservation } from 'ratekeeper';
    * const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)) });
    * const line = new WaitQueue((key, permits) => limiter.tryAcquire(key, permits));
-   * let reservation: Reservation | undefined;
-   * await line.acquireWith('k', 1, {}, (key, permits) => (reservation = limiter.reserve(key, permits)).decision, undefined);
+   * let made: Reservation | undefined;
+   * const reservation = await line.acquireWith('k', 1, {}, {
+   *   attempt: (key, permits) => (made = limiter.reserve(key, permits)).decision,
+   *   answer: (decision) => (made?.decision === decision ? made : undefined),
+   * });
    * reservation?.settle(1);
    * ```
    */
-  acquireWith(key: string, permits: number, options: AcquireOptions | undefined, attempt: AcquireAttempt, least: (() => number) | undefined): Promise<Decision> {
+  acquireWith<T>(key: string, permits: number, options: AcquireOptions | undefined, turn: Turn<T>): Promise<T> {
     let read: ReturnType<typeof readAcquireOptions>;
     try {
       if (typeof key !== 'string') throw typeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
@@ -119,13 +125,13 @@ export class WaitQueue extends Closable {
     const { signal, maxWaitMs } = read;
     if (this.#closed) return Promise.reject(closedError());
     if (signal?.aborted === true) return Promise.reject(signal.reason);
-    return new Promise<Decision>((resolve, reject) => {
+    return new Promise<T>((resolve, reject) => {
       const deadline = this.#scheduler.now() + maxWaitMs;
-      const waiter: Waiter = { permits, attempt, least, deadline, resolve, reject, stopListening: undefined, queued: true, prev: undefined, next: undefined };
+      const waiter: Waiter = { permits, turn, deadline, resolve: resolve as (answer: unknown) => void, reject, stopListening: undefined, queued: true, prev: undefined, next: undefined };
       let line = this.#lines.get(key);
       if (line !== undefined && line.size >= this.#maxWaiters && line.armed) {
         const retryAfterMs = Math.max(1, Math.ceil(line.dueMs - this.#scheduler.now()));
-        resolve(degrade({ ...(line.refusal as Rejected), retryAfterMs }, 'queue-full'));
+        resolve(turn.answer(degrade({ ...(line.refusal as Rejected), retryAfterMs }, 'queue-full')));
         return;
       }
       if (line === undefined) {
@@ -138,7 +144,7 @@ export class WaitQueue extends Closable {
         if (line.armed && deadline < Infinity) this.#turnAwayIfLate(line, waiter);
       }
       if (waiter.queued && signal !== undefined) this.#listen(line, waiter, signal);
-      if (waiter.queued && least !== undefined && deadline < Infinity) this.#expire(line, waiter);
+      if (waiter.queued && turn.least !== undefined && deadline < Infinity) this.#expire(line, waiter);
     });
   }
 
@@ -147,12 +153,14 @@ export class WaitQueue extends Closable {
    * that key's line (after a refund or a reset made room on it).
    */
   wake(key?: string): void {
-    const lines = key === undefined ? [...this.#lines.values()] : [this.#lines.get(key)];
-    for (const line of lines) {
-      if (line === undefined || !line.armed) continue;
-      this.#disarm(line);
-      this.#run(line);
-    }
+    if (key !== undefined) return this.#wake(this.#lines.get(key));
+    for (const line of [...this.#lines.values()]) this.#wake(line);
+  }
+
+  #wake(line: Line | undefined): void {
+    if (line === undefined || !line.armed) return;
+    this.#disarm(line);
+    this.#run(line);
   }
 
   /**
@@ -164,7 +172,8 @@ export class WaitQueue extends Closable {
   override close(): void {
     this.#closed = true;
     for (const line of this.#lines.values()) {
-      if (line.armed) this.#disarm(line);
+      this.#disarm(line);
+      this.#clearTimer(line);
       for (let waiter = line.head; waiter !== undefined; waiter = line.head) {
         leave(line, waiter);
         waiter.reject(closedError());
@@ -183,7 +192,7 @@ export class WaitQueue extends Closable {
     for (let waiter = line.head; waiter !== undefined && line.asking === undefined; waiter = line.head) {
       let outcome: Decision | Promise<Decision>;
       try {
-        outcome = waiter.attempt(line.key, waiter.permits);
+        outcome = waiter.turn.attempt(line.key, waiter.permits);
         if (typeof (outcome as Partial<Promise<Decision>> | null)?.then === 'function') {
           line.asking = waiter;
           (outcome as Promise<Decision>).then(
@@ -202,25 +211,36 @@ export class WaitQueue extends Closable {
       }
       if (!this.#decide(line, waiter, outcome as Decision)) return;
     }
-    if (line.head === undefined && line.asking === undefined) this.#lines.delete(line.key);
+    if (line.head === undefined && line.asking === undefined) {
+      this.#clearTimer(line);
+      this.#lines.delete(line.key);
+    }
   }
 
   /** Settles the head with its decision, or arms the line's timer; true when the next head may be tried. */
   #decide(line: Line, waiter: Waiter, decision: Decision): boolean {
     const now = this.#scheduler.now();
-    if (decision.allowed || this.#late(waiter, now, waiter.least?.() ?? decision.retryAfterMs)) {
+    const least = decision.allowed ? 0 : this.#least(line, waiter, decision);
+    if (decision.allowed || this.#late(waiter, now, least)) {
       leave(line, waiter);
-      waiter.resolve(decision);
+      waiter.resolve(waiter.turn.answer(decision));
       return true;
     }
     line.refusal = decision;
     line.dueMs = now + decision.retryAfterMs;
-    line.earliestMs = waiter.least === undefined ? line.dueMs : now + waiter.least();
+    line.earliestMs = now + least;
     line.armed = true;
-    line.timer = this.#scheduler.setTimeout(() => {
-      line.armed = false;
-      this.#run(line);
-    }, delayOf(decision.retryAfterMs));
+    const delay = delayOf(decision.retryAfterMs);
+    if (line.timer === undefined || line.timerAt > now + delay) {
+      this.#clearTimer(line);
+      line.timerAt = now + delay;
+      line.timer = this.#scheduler.setTimeout(() => {
+        line.timer = undefined;
+        if (!line.armed) return;
+        line.armed = false;
+        this.#run(line);
+      }, delay);
+    }
     for (let behind = waiter.next; behind !== undefined && line.bounded > 0; behind = behind.next) {
       if (line.earliestMs > behind.deadline) this.#turnAway(line, behind);
     }
@@ -255,7 +275,7 @@ export class WaitQueue extends Closable {
   #turnAwayIfLate(line: Line, waiter: Waiter): void {
     const standing = this.#standing?.(line.key, waiter.permits);
     const now = this.#scheduler.now();
-    const own = standing === undefined ? 0 : (waiter.least?.() ?? standing.retryAfterMs);
+    const own = standing === undefined ? 0 : this.#least(line, waiter, standing);
     if (line.earliestMs > waiter.deadline || this.#late(waiter, now, own)) this.#turnAway(line, waiter, standing);
   }
 
@@ -264,7 +284,13 @@ export class WaitQueue extends Closable {
    * early (`least`) waits until its deadline and no longer: at it, it is late.
    */
   #late(waiter: Waiter, now: number, wait: number): boolean {
-    return now + wait > waiter.deadline || (waiter.least !== undefined && now >= waiter.deadline);
+    return now + wait > waiter.deadline || (waiter.turn.least !== undefined && now >= waiter.deadline);
+  }
+
+  /** The least a refused waiter must still wait, in ms: its turn's reading, or the refusal's `retryAfterMs`. */
+  #least(line: Line, waiter: Waiter, refusal: Rejected): number {
+    const { least } = waiter.turn;
+    return least === undefined ? refusal.retryAfterMs : least(line.key, waiter.permits);
   }
 
   /**
@@ -299,7 +325,7 @@ export class WaitQueue extends Closable {
     const untilHead = Math.ceil(line.dueMs - this.#scheduler.now());
     const retryAfterMs = Math.max(untilHead, standing?.retryAfterMs ?? 0, 1);
     leave(line, waiter);
-    waiter.resolve({ ...(standing ?? (line.refusal as Rejected)), retryAfterMs });
+    waiter.resolve(waiter.turn.answer({ ...(standing ?? (line.refusal as Rejected)), retryAfterMs }));
   }
 
   #listen(line: Line, waiter: Waiter, signal: AbortSignal): void {
@@ -318,9 +344,15 @@ export class WaitQueue extends Closable {
     waiter.stopListening = () => signal.removeEventListener('abort', onAbort);
   }
 
+  /** The head is to be tried now; its timer stays set (see `Line.timer`). */
   #disarm(line: Line): void {
-    this.#scheduler.clearTimeout(line.timer);
     line.armed = false;
+  }
+
+  #clearTimer(line: Line): void {
+    if (line.timer === undefined) return;
+    this.#scheduler.clearTimeout(line.timer);
+    line.timer = undefined;
   }
 }
 
