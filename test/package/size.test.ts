@@ -51,9 +51,15 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * algorithms +0.67 KB); measured the core 12 648 B, KeyedRateLimiter + TokenBucket 8 766 B built
  * into a limiter; the budgets moved up by as much. Merged with the rest of issue 23 (error messages
  * of the threads and stores), the limiter built from Rule too measured 8 776 B: +0.01 KB.
+ * Issue 25's in-flight limits in memory: `Concurrency`, `KeyedRateLimiter.lease` (a method of the
+ * class, as API.md puts it, with its turn in the wait line, its patient deadline and its release and
+ * extend through the ledger), a rate-only charge for a settled lease, leases carried by
+ * reconfigure, `pace` leasing and `observe` forwarding `lease`: +1.99 KB core, +0.95 KB
+ * KeyedRateLimiter + TokenBucket; measured the core 14 689 B, the limiter built from Rule too
+ * 9 747 B; the budgets moved up by as much.
  */
-const CORE_BUDGET = 12.36 * 1024;
-const SHAKEN_BUDGET = 8.58 * 1024;
+const CORE_BUDGET = 14.35 * 1024;
+const SHAKEN_BUDGET = 9.53 * 1024;
 
 interface Measured {
   minified: number;
