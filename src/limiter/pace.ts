@@ -146,7 +146,8 @@ export function pace<A extends unknown[], R>(fn: (...args: A) => R, options: Pac
       return await fn.apply(this, args);
     } finally {
       // Resolved or rejected, the call happened: its rate cost stays, its in-flight permits come back.
-      await held.settle?.(n);
+      // Settled with what the lease reserved: `n`, or the default 1 when a permits function gave undefined.
+      await held.settle?.(n ?? 1);
     }
   };
 }
