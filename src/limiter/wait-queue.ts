@@ -34,9 +34,9 @@ export type StandingProbe = (key: string, permits: number) => Rejected | undefin
 
 /**
  * Makes callers wait, first in first out per key, over any limiter that decides without waiting,
- * synchronously or over a store. Only the head of each key's line is ever tried, on one timer set
- * for its exact `retryAfterMs`, so no request overtakes an earlier one, nothing polls, and no timer
- * runs while nobody waits. A waiter holds no permits: leaving the line (abort, timeout) spends
+ * synchronously or over a store. Only the head of each key's line is ever tried, on one timer due
+ * no later than its exact `retryAfterMs` (or sooner, by a wake: a refund, a release, a reset), so no
+ * request overtakes an earlier one, nothing polls, and no timer runs while nobody waits. A waiter holds no permits: leaving the line (abort, timeout) spends
  * nothing, and the next in line is tried at once.
  *
  * Over a store, an abort that arrives while the head's attempt is on its way rejects at once; if
