@@ -54,11 +54,11 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * Issue 25's in-flight limits in memory: `Concurrency`, `KeyedRateLimiter.lease` (a method of the
  * class, as API.md puts it, with its turn in the wait line, its patient deadline and its release and
  * extend through the ledger), a rate-only charge for a settled lease, leases carried by
- * reconfigure, `pace` leasing and `observe` forwarding `lease`: +1.99 KB core, +0.95 KB
- * KeyedRateLimiter + TokenBucket; measured the core 14 689 B, the limiter built from Rule too
+ * reconfigure, `pace` leasing and `observe` forwarding `lease`: +2.00 KB core, +0.95 KB
+ * KeyedRateLimiter + TokenBucket; measured the core 14 699 B, the limiter built from Rule too
  * 9 747 B; the budgets moved up by as much.
  */
-const CORE_BUDGET = 14.35 * 1024;
+const CORE_BUDGET = 14.36 * 1024;
 const SHAKEN_BUDGET = 9.53 * 1024;
 
 interface Measured {
