@@ -271,7 +271,7 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
       if (!this.#table.room(now)) return new KeyReservation(tableFull(state, decision, permits, now), undefined);
       this.#table.store(key, state, now, decision.resetAfterMs);
     }
-    return new KeyReservation(decision, { ledger: this.#ledger, key, permits, state: accounts, receipt });
+    return new KeyReservation(decision, this.#ledger, key, permits, accounts, receipt);
   }
 
   /**

@@ -86,34 +86,35 @@ export function alreadySettled(): Error {
   return coded(new Error('ratekeeper: this reservation is already settled; a reservation settles once'), 'ERR_RATEKEEPER_ALREADY_SETTLED');
 }
 
-/** What a granted reservation holds: where to settle, and the receipt of its grant. */
-export interface Grant {
-  readonly ledger: Ledger;
-  readonly key: string;
-  readonly permits: number;
-  readonly state: AccountingAlgorithm;
-  readonly receipt: Receipt;
-}
-
 /** A keyed limiter's reservation: settles once, through the limiter, with the receipt of its grant. */
 export class KeyReservation implements Lease {
   readonly decision: Decision;
-  readonly #grant: Grant | undefined;
+  // What a granted reservation holds (where to settle, and the receipt of its grant), kept in the
+  // reservation itself rather than in an object of its own: a line of leases makes one per grant.
+  readonly #ledger: Ledger | undefined;
+  readonly #key: string;
+  readonly #permits: number;
+  readonly #state: AccountingAlgorithm | undefined;
+  readonly #receipt: Receipt | undefined;
   #settled = false;
 
-  /** @param grant undefined when refused: nothing to give back or charge. */
-  constructor(decision: Decision, grant: Grant | undefined) {
+  /** @param ledger undefined when refused: nothing to give back or charge. */
+  constructor(decision: Decision, ledger: Ledger | undefined, key = '', permits = 0, state?: AccountingAlgorithm, receipt?: Receipt) {
     this.decision = decision;
-    this.#grant = grant;
+    this.#ledger = ledger;
+    this.#key = key;
+    this.#permits = permits;
+    this.#state = state;
+    this.#receipt = receipt;
   }
 
   settle(actualPermits: number): Decision {
     integerIn('actualPermits', actualPermits, 0, Number.MAX_SAFE_INTEGER);
-    const grant = this.#grant;
-    if (grant === undefined) return this.decision;
+    const ledger = this.#ledger;
+    if (ledger === undefined) return this.decision;
     if (this.#settled) throw alreadySettled();
     this.#settled = true;
-    return grant.ledger.settle(grant.key, grant.state, grant.receipt, grant.permits, actualPermits);
+    return ledger.settle(this.#key, this.#state as AccountingAlgorithm, this.#receipt as Receipt, this.#permits, actualPermits);
   }
 
   cancel(): void {
@@ -122,10 +123,10 @@ export class KeyReservation implements Lease {
 
   extend(ms: number): boolean {
     checkLeaseMs('ms', ms);
-    const grant = this.#grant;
-    if (grant === undefined) return false;
+    const ledger = this.#ledger;
+    if (ledger === undefined) return false;
     if (this.#settled) throw alreadySettled();
-    return grant.ledger.extend(grant.key, grant.state, grant.receipt, ms);
+    return ledger.extend(this.#key, this.#state as AccountingAlgorithm, this.#receipt as Receipt, ms);
   }
 }
 
