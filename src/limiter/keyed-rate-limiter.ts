@@ -109,7 +109,8 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
 
   /**
    * Decides a request for `permits` (default 1) by `key`, synchronously. A refusal spends nothing.
-   * @throws TypeError when `key` is not a string; RangeError when `permits` is not an integer from 1 to the limit.
+   * @throws TypeError when `key` is not a string, or the key's algorithm holds in flight (a
+   * `Concurrency` part: use `lease` or `reserve`); RangeError when `permits` is not an integer from 1 to the limit.
    */
   tryAcquire(key: string, permits = 1): Decision {
     const now = this.#read(this.#clock.now());
@@ -243,8 +244,9 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * Grants (or refuses) `permits` (default 1) now, exactly as `tryAcquire`, for a request whose real
    * cost is known only later: settle the reservation once with that cost. What was not used is given
    * back exactly (only what is still counted: never what time already repaid, never in another
-   * window), what was over is charged.
-   * @throws as `tryAcquire` does; TypeError when the key's algorithm has no `reserve`.
+   * window), what was over is charged. With a `Concurrency` part it also takes in-flight permits,
+   * held until the reservation is settled or cancelled (or its lease ends); `lease` waits for them.
+   * @throws as `tryAcquire` does (an in-flight part aside); TypeError when the key's algorithm has no `reserve`.
    *
    * @example
    * ```ts
