@@ -370,12 +370,13 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * say, since in-flight permits may be released at any moment.
    */
   #least(key: string, permits: number): number {
-    const now = this.#read(this.#clock.now());
     const state = (this.#stateOf(key) ?? this.#table.create(key)) as PeekableAlgorithm;
-    let least = this.#mayBlock ? Math.max(0, (this.#blocks.until(key, now) ?? now) - now) : 0;
     const parts = partsOf(state);
-    if (parts === undefined) return least; // a lone in-flight limit: a release may come any moment
-    for (const part of parts) if (!isHolding(part)) least = Math.max(least, part.peek(now, permits).retryAfterMs);
+    // A lone in-flight limit, not blocked: a release may come any moment (and no clock is read).
+    if (parts === undefined && !this.#mayBlock) return 0;
+    const now = this.#read(this.#clock.now());
+    let least = this.#mayBlock ? Math.max(0, (this.#blocks.until(key, now) ?? now) - now) : 0;
+    for (const part of parts ?? []) if (!isHolding(part)) least = Math.max(least, part.peek(now, permits).retryAfterMs);
     return least;
   }
 

@@ -195,6 +195,22 @@ describe('KeyedRateLimiter.lease with a Concurrency limit', () => {
     expect(refused.value?.decision).toMatchObject({ allowed: false, retryAfterMs: 60_000 });
   });
 
+  it('answers at once when a block outlasts maxWaitMs, and waits out a shorter one', async () => {
+    const scheduler = new ManualScheduler();
+    const limiter = twoAtOnce(scheduler);
+    limiter.block('k', 5000);
+    const refused = track(limiter.lease('k', 1, { maxWaitMs: 1000 }));
+    await microtasks();
+    expect(refused.value?.decision).toMatchObject({ allowed: false, limit: 2, remaining: 0, retryAfterMs: 5000 });
+    const patient = track(limiter.lease('k', 1, { maxWaitMs: 6000 }));
+    scheduler.advance(4999);
+    await microtasks();
+    expect(patient.state).toBe('pending');
+    scheduler.advance(1);
+    await microtasks();
+    expect(patient.value?.decision.allowed).toBe(true);
+  });
+
   it('leaves the line on abort, holding nothing, and the next moves up', async () => {
     const scheduler = new ManualScheduler();
     const limiter = twoAtOnce(scheduler);
