@@ -211,6 +211,22 @@ describe('KeyedRateLimiter.lease with a Concurrency limit', () => {
     expect(patient.value?.decision.allowed).toBe(true);
   });
 
+  it('refuses a new key a full table cannot hold (key-table-full), and admits it once a held key is released', async () => {
+    const scheduler = new ManualScheduler();
+    const limiter = new KeyedRateLimiter({
+      algorithm: () => new Composite([new TokenBucket(Rule.perSecond(10)), new Concurrency(2, { leaseMs: 1000 })]),
+      clock: scheduler,
+      maxKeys: 1,
+    });
+    const held = await limiter.lease('a');
+    expect(limiter.reserve('b').decision).toMatchObject({ allowed: false, degraded: 'key-table-full' });
+    expect(limiter.peek('b')).toMatchObject({ allowed: false, degraded: 'key-table-full' });
+    held.settle(1);
+    scheduler.advance(100); // the bucket has refilled its one token: 'a' is idle
+    expect((await limiter.lease('b')).decision.allowed).toBe(true);
+    expect(limiter.size).toBe(1);
+  });
+
   it('leaves the line on abort, holding nothing, and the next moves up', async () => {
     const scheduler = new ManualScheduler();
     const limiter = twoAtOnce(scheduler);
