@@ -21,7 +21,7 @@ export type { Scheduler } from './limiter/scheduler';
 export { systemScheduler } from './limiter/scheduler';
 export { ManualScheduler } from './limiter/manual-scheduler';
 export type { AcquireOptions } from './limiter/acquire-options';
-export type { AcquireAttempt, WaitQueueOptions } from './limiter/wait-queue';
+export type { AcquireAttempt, Turn, WaitQueueOptions } from './limiter/wait-queue';
 export { WaitQueue } from './limiter/wait-queue';
 export type { LeasingRateLimiter, PaceOptions, WaitingRateLimiter } from './limiter/pace';
 export { pace, RateLimitedError } from './limiter/pace';

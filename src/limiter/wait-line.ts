@@ -3,6 +3,18 @@ import type { Decision, Rejected } from '../core/decision';
 /**
  * How one caller's turn is decided and answered. `acquire` tries `tryAcquire` and answers the
  * decision; a keyed limiter's `lease` reserves and answers the reservation it made.
+ *
+ * @example
+ * ```ts
+ * import { KeyedRateLimiter, Rule, TokenBucket, type Turn } from 'ratekeeper';
+ * const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)) });
+ * // Answers how long the caller waited, in ms, once granted.
+ * const started = Date.now();
+ * const timed: Turn<number> = {
+ *   attempt: (key, permits) => limiter.tryAcquire(key, permits),
+ *   answer: () => Date.now() - started,
+ * };
+ * ```
  */
 export interface Turn<T> {
   /** Decides the caller's request now, without waiting. */
