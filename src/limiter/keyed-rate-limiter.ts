@@ -505,19 +505,20 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
 
   /**
    * Settles a reservation: refunds into the state it was granted from, if still the key's; charges
-   * any excess. In-flight permits are released wherever the key holds its leases now (a
-   * reconfiguration carries them; a reset dropped them), and only the rates are charged.
+   * any excess. Settled at or past what it reserved, the refund of nothing still releases the receipt,
+   * which the key would otherwise keep until the bound voided it. In-flight permits are released
+   * wherever the key holds its leases now (a reconfiguration carries them; a reset dropped them),
+   * and only the rates are charged.
    */
   #settle(key: string, state: AccountingAlgorithm, receipt: Receipt, reserved: number, actual: number): Decision {
     const holding = holds(state);
-    if (actual > reserved && !holding) return this.charge(key, actual - reserved);
     const now = this.#read(this.#clock.now());
     const current = this.#stateOf(key);
     if (holding && holds(current)) (current as Holding).release(now, receipt);
+    if (current === state) state.refund(now, receipt, actual < reserved ? reserved - actual : 0);
     if (actual > reserved) {
+      if (!holding) return this.charge(key, actual - reserved);
       this.#charge(key, actual - reserved, now, chargeRates);
-    } else if (current === state && actual < reserved) {
-      state.refund(now, receipt, reserved - actual);
     }
     // The state this settle left, read before those waiting take what it freed.
     const after = capable(this.#stateOf(key) ?? this.#fresh(key), 'charge').peek(now, 0);
