@@ -12,6 +12,7 @@ import type { RedisResult } from './redis';
 import type { ArrivalResult } from './redis-arrivals';
 import { renderStores, STORES, type StoresResult } from './stores';
 import { renderShared, type SharedResult } from './shared';
+import { type InFlightResult, renderInFlight } from './in-flight';
 import { machine, render, type BenchResults } from './report';
 import type { ThroughputResult, Variant } from './throughput';
 
@@ -59,6 +60,8 @@ async function main(): Promise<void> {
   const flood = renderFlood(floodResult);
   step('ratekeeper/shared: 1, 2 and 4 threads; the shared table in one thread');
   const shared = renderShared(await runChild<SharedResult>('./shared.ts'));
+  step('in-flight limits: Concurrency(2) lease/settle beside p-limit(2)');
+  const inFlight = renderInFlight(await runChild<InFlightResult>('./in-flight.ts'));
 
   const results: BenchResults = {
     machine: before,
@@ -74,8 +77,8 @@ async function main(): Promise<void> {
     flood: floodResult,
   };
   const { text, markdown } = render(results);
-  console.log(text + storeTables.text + flood.text + shared.text);
-  await writeFile(new URL('./RESULTS.md', import.meta.url), `${markdown}\n${storeTables.markdown}\n${flood.markdown}${shared.markdown}`);
+  console.log(text + storeTables.text + flood.text + shared.text + inFlight.text);
+  await writeFile(new URL('./RESULTS.md', import.meta.url), `${markdown}\n${storeTables.markdown}\n${flood.markdown}${shared.markdown}${inFlight.markdown}`);
   step('wrote bench/RESULTS.md');
 }
 

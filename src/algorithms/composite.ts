@@ -4,6 +4,7 @@ import { Printable } from '../core/symbols';
 import { checkTime, describe } from '../core/validate';
 import type { Receipt, Reserved } from './accounting';
 import type { AccountingAlgorithm, PeekableAlgorithm } from './algorithm';
+import { checkLeaseMs, isHolding, MAX_LEASE_MS, unreleasable } from './concurrency';
 
 /**
  * Several rules on one key at once (10 per second and 1000 per hour), decided all-or-nothing: a
@@ -15,6 +16,12 @@ import type { AccountingAlgorithm, PeekableAlgorithm } from './algorithm';
  * `resetAfterMs` the time until every part is back to new. Permits may not exceed the smallest
  * part's limit. Use it as the result of the keyed limiter's factory, with fresh parts for each key.
  * A part is taken to be as new when its `peek(nowMs, 0)` answers a `resetAfterMs` of 0.
+ *
+ * With a `Concurrency` part ("100 a minute and 2 at once") a grant is held in flight until it is
+ * released, so it is taken with `reserve` and given back with `release` (a keyed limiter's
+ * reservation does both); `tryAcquire` and `charge` throw. A refusal's `retryAfterMs` is then the
+ * time until every part allows together as far as time alone goes (an upper bound: a release may
+ * come sooner), at most 2^42.
  *
  * @example
  * ```ts
@@ -30,6 +37,8 @@ export class Composite extends Printable implements AccountingAlgorithm {
   readonly parts: readonly PeekableAlgorithm[];
   /** The latest time a request was granted at: an earlier reading counts as no time passing, as in every part. */
   private latest = -Infinity;
+  /** Whether a part holds what it grants in flight (a `Concurrency`): then only `reserve` may grant. */
+  private readonly holding: boolean;
 
   /**
    * @param parts one or more distinct algorithm instances (any ratekeeper algorithm, composites
@@ -50,9 +59,11 @@ export class Composite extends Printable implements AccountingAlgorithm {
     // One state in two places would spend twice for one request.
     if (new Set(flat).size !== flat.length) throw typeError('ratekeeper: `parts` holds the same algorithm twice; give each part its own instance');
     this.parts = flat;
+    this.holding = flat.some(isHolding);
   }
 
   tryAcquire(nowMs: number, permits = 1): Decision {
+    if (this.holding) throw unreleasable('tryAcquire');
     const decision = this.peek(nowMs, permits);
     if (!decision.allowed) return decision;
     // Every part allowed at this very moment and nothing ran in between, so each spends as it peeked.
@@ -64,6 +75,7 @@ export class Composite extends Printable implements AccountingAlgorithm {
 
   /** Charges every part (a cost that happened counts against every rule); returns the state after. */
   charge(nowMs: number, permits: number): Decision {
+    if (this.holding) throw unreleasable('charge');
     const parts = this.accounting('charge');
     checkTime(nowMs);
     const now = nowMs > this.latest ? nowMs : this.latest;
@@ -88,6 +100,33 @@ export class Composite extends Printable implements AccountingAlgorithm {
     const parts = this.accounting('refund');
     const now = nowMs > this.latest ? nowMs : this.latest;
     parts.forEach((part, i) => part.refund(now, (receipt as Receipt[])[i] as Receipt, permits));
+  }
+
+  /**
+   * Releases what a reservation holds in flight (its `Concurrency` parts' permits), now; the rate
+   * parts keep what they counted. Returns whether anything was still held.
+   */
+  release(nowMs: number, receipt: Receipt): boolean {
+    checkTime(nowMs);
+    const now = nowMs > this.latest ? nowMs : this.latest;
+    let released = false;
+    // Each in-flight part picks its own lease out of the receipt, wherever it stands in it: a
+    // receipt issued before a reconfiguration releases the leases it carried over too.
+    for (const part of this.parts) if (isHolding(part) && part.release(now, receipt)) released = true;
+    return released;
+  }
+
+  /**
+   * Holds a reservation's in-flight permits for `ms` from now (whole ms from 1 to 2^42, or
+   * `Infinity`); false when none is still held (see `Concurrency.extend`).
+   */
+  extend(nowMs: number, receipt: Receipt, ms: number): boolean {
+    checkTime(nowMs);
+    checkLeaseMs('ms', ms);
+    const now = nowMs > this.latest ? nowMs : this.latest;
+    let extended = false;
+    for (const part of this.parts) if (isHolding(part) && part.extend(now, receipt, ms)) extended = true;
+    return extended;
   }
 
   peek(nowMs: number, permits = 1): Decision {
@@ -167,6 +206,9 @@ export class Composite extends Printable implements AccountingAlgorithm {
         if (left > longest) longest = left;
       }
       if (longest === 0) return wait;
+      // An in-flight part whose leases never end by time refuses at every time: its 2^42, the
+      // answer of a refusal only a release can end, is the answer.
+      if (this.holding && wait + longest >= MAX_LEASE_MS) return MAX_LEASE_MS;
       // At a time so large (a clock gone wrong) that adding the wait no longer moves it, the parts
       // would refuse for ever: answer the wait found so far instead of looping for ever.
       if (now + wait + longest === now + wait) return wait + longest;
@@ -183,4 +225,11 @@ export class Composite extends Printable implements AccountingAlgorithm {
 export function partsOf(state: PeekableAlgorithm): readonly PeekableAlgorithm[] | undefined {
   const { parts } = state as { parts?: unknown };
   return Array.isArray(parts) ? (parts as PeekableAlgorithm[]) : undefined;
+}
+
+/** Whether any part of a state holds what it grants in flight (a `Concurrency`, alone or in a composite). */
+export function holds(state: unknown): boolean {
+  if (state === null || typeof state !== 'object') return false;
+  const parts = partsOf(state as PeekableAlgorithm);
+  return parts === undefined ? isHolding(state) : parts.some(isHolding);
 }

@@ -25,9 +25,12 @@ export interface AcquireOptions {
   maxWaitMs?: number | undefined;
 }
 
+/** No options: one object for every call made without any (a line of leases reads them per call). */
+const DEFAULTS: { readonly signal: undefined; readonly maxWaitMs: number } = { signal: undefined, maxWaitMs: Infinity };
+
 /** Checks `acquire` options eagerly, so a bad one throws before anything is queued. */
-export function readAcquireOptions(options: unknown): { signal: AbortSignal | undefined; maxWaitMs: number } {
-  if (options === undefined) return { signal: undefined, maxWaitMs: Infinity };
+export function readAcquireOptions(options: unknown): { readonly signal: AbortSignal | undefined; readonly maxWaitMs: number } {
+  if (options === undefined) return DEFAULTS;
   if (options === null || typeof options !== 'object') {
     throw typeError(`ratekeeper: acquire options must be an object, got ${describe(options)}`);
   }

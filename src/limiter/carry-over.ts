@@ -1,5 +1,6 @@
 import type { AccountingAlgorithm, PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
 import { partsOf } from '../algorithms/composite';
+import { type Holding, isHolding } from '../algorithms/concurrency';
 
 /**
  * Moves what a key has used from its state under the old rule into a fresh state under the new
@@ -19,11 +20,16 @@ import { partsOf } from '../algorithms/composite';
  * still without a match takes the most any old part had used (parts added or removed, a single
  * algorithm counting as one part). Listing the same parts in another order forgives nothing, and
  * whatever the binding part was, the most-used part's count is never forgiven.
+ *
+ * In-flight parts (`Concurrency`) are not rates and are carried apart: each new one takes over every
+ * lease an old one still holds, each ending when it would have and released by its reservation as
+ * before; with no in-flight part left, the leases are dropped.
  */
 export function carryOver(previous: RateLimitAlgorithm, next: RateLimitAlgorithm, nowMs: number): boolean {
   if (!isPeekable(previous) || !isPeekable(next)) return false;
-  const before = partsOf(previous) ?? [previous];
-  const after = partsOf(next) ?? [next];
+  const [held, before] = split(partsOf(previous) ?? [previous]);
+  const [holding, after] = split(partsOf(next) ?? [next]);
+  for (const part of holding) adopt(part, held, nowMs);
   const used = before.map((part) => usedIn(part, nowMs));
   const most = Math.max(...used);
   const source = matchParts(before, after, nowMs);
@@ -73,6 +79,17 @@ function spend(state: PeekableAlgorithm, used: number, nowMs: number): void {
   if (used <= 0) return;
   if (typeof (state as Partial<AccountingAlgorithm>).charge === 'function') (state as AccountingAlgorithm).charge(nowMs, Math.min(used, Number.MAX_SAFE_INTEGER));
   else state.tryAcquire(nowMs, Math.min(used, state.peek(nowMs, 1).limit));
+}
+
+/** The in-flight parts and the rates, apart. */
+function split(parts: readonly PeekableAlgorithm[]): [Holding[], PeekableAlgorithm[]] {
+  return [parts.filter(isHolding), parts.filter((part) => !isHolding(part))];
+}
+
+/** Gives an in-flight part the leases the old ones hold (read by shape: `Concurrency.adopt`). */
+function adopt(part: Holding, from: readonly Holding[], nowMs: number): void {
+  const { adopt: take } = part as { adopt?: unknown };
+  if (typeof take === 'function') (take as (others: readonly Holding[], nowMs: number) => void).call(part, from, nowMs);
 }
 
 function isPeekable(state: RateLimitAlgorithm): state is PeekableAlgorithm {

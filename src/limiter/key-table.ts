@@ -1,5 +1,5 @@
-import type { PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
-import { partsOf } from '../algorithms/composite';
+import type { AccountingAlgorithm, PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
+import { holds, partsOf } from '../algorithms/composite';
 import { type Decision, keyTableFull } from '../core/decision';
 import { typeError } from '../core/errors';
 import { describe } from '../core/validate';
@@ -219,8 +219,9 @@ export class KeyTable {
    * stands for it.
    */
   changed(key: string, now: number): void {
+    if (this.#idle === undefined) return;
     const state = this.#current.get(key);
-    if (this.#idle === undefined || state === undefined) return;
+    if (state === undefined) return;
     const at = state.isIdle(now) ? now : this.#idleAt(state, now);
     const latest = this.#latest.get(state);
     if (latest !== undefined && latest <= at) return;
@@ -390,6 +391,8 @@ export function checkFactory(algorithm: unknown): void {
  */
 export function tableFull(fresh: RateLimitAlgorithm, decision: Decision, spent: number, now: number): Decision {
   const { limit } = decision;
-  const emptied = spent < limit ? fresh.tryAcquire(now, limit - spent) : decision;
+  // An in-flight limit is spent by reserving (its tryAcquire throws); the state is thrown away after.
+  let emptied = decision;
+  if (spent < limit) emptied = holds(fresh) ? (fresh as AccountingAlgorithm).reserve(now, limit - spent).decision : fresh.tryAcquire(now, limit - spent);
   return keyTableFull(limit, emptied.resetAfterMs);
 }

@@ -1,16 +1,18 @@
 import { checkCharge, type Receipt } from '../algorithms/accounting';
 import type { AccountingAlgorithm, PeekableAlgorithm, RateLimitAlgorithm } from '../algorithms/algorithm';
+import { holds, partsOf } from '../algorithms/composite';
+import { type Holding, isHolding, unreleasable } from '../algorithms/concurrency';
 import { type Clock, systemClock } from '../core/clock';
 import { type Decision, type Rejected, reject } from '../core/decision';
 import { typeError } from '../core/errors';
 import { Closable } from '../core/symbols';
 import { checkPermits, checkReading, checkString, describe, finiteNumber, integerIn } from '../core/validate';
-import type { AcquireOptions } from './acquire-options';
+import { type AcquireOptions, readAcquireOptions } from './acquire-options';
 import { KeyBlocks, KeyPins, MAX_BLOCK_MS } from './key-blocks';
 import { checkFactory, KeyTable, tableFull } from './key-table';
-import { KeyReservation, type Ledger, type Reservation } from './reservation';
+import { KeyReservation, type Lease, type Ledger, type Reservation } from './reservation';
 import { type Scheduler, schedulerFor } from './scheduler';
-import { WaitQueue } from './wait-queue';
+import { type Turn, WaitQueue } from './wait-queue';
 
 
 /**
@@ -74,8 +76,12 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
   readonly #blocks = new KeyBlocks();
   /** False until the first `block`: until then no call looks at blocks. */
   #mayBlock = false;
-  readonly #ledger: Ledger = { settle: (key, state, receipt, reserved, actual) => this.#settle(key, state, receipt, reserved, actual) };
+  readonly #ledger: Ledger = {
+    settle: (key, state, receipt, reserved, actual) => this.#settle(key, state, receipt, reserved, actual),
+    extend: (key, state, receipt, ms) => this.#extend(key, state, receipt, ms),
+  };
   #latest = -Infinity;
+  #closed = false;
 
   constructor(options: KeyedRateLimiterOptions) {
     super();
@@ -103,7 +109,8 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
 
   /**
    * Decides a request for `permits` (default 1) by `key`, synchronously. A refusal spends nothing.
-   * @throws TypeError when `key` is not a string; RangeError when `permits` is not an integer from 1 to the limit.
+   * @throws TypeError when `key` is not a string, or the key's algorithm holds in flight (a
+   * `Concurrency` part: use `lease` or `reserve`); RangeError when `permits` is not an integer from 1 to the limit.
    */
   tryAcquire(key: string, permits = 1): Decision {
     const now = this.#read(this.#clock.now());
@@ -191,13 +198,17 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    */
   charge(key: string, permits: number): Decision {
     checkCharge(permits);
-    const now = this.#read(this.#clock.now());
+    return this.#charge(key, permits, this.#read(this.#clock.now()), chargeAll);
+  }
+
+  /** `charge` with `spend` doing the spending: every part, or for a settled lease only the rates. */
+  #charge(key: string, permits: number, now: number, spend: (state: AccountingAlgorithm, now: number, permits: number) => Decision): Decision {
     const state = this.#stateOf(key);
-    if (state !== undefined) return capable(state, 'charge').charge(now, permits);
+    if (state !== undefined) return spend(capable(state, 'charge'), now, permits);
     const fresh = capable(this.#fresh(key), 'charge');
     // Room first: a charge that could not be kept must not answer as if it had been.
     if (!this.#table.room(now)) return tableFull(fresh, fresh.peek(now, 0), 0, now);
-    const decision = fresh.charge(now, permits);
+    const decision = spend(fresh, now, permits);
     this.#table.store(key, fresh, now, decision.resetAfterMs);
     return decision;
   }
@@ -233,8 +244,9 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * Grants (or refuses) `permits` (default 1) now, exactly as `tryAcquire`, for a request whose real
    * cost is known only later: settle the reservation once with that cost. What was not used is given
    * back exactly (only what is still counted: never what time already repaid, never in another
-   * window), what was over is charged.
-   * @throws as `tryAcquire` does; TypeError when the key's algorithm has no `reserve`.
+   * window), what was over is charged. With a `Concurrency` part it also takes in-flight permits,
+   * held until the reservation is settled or cancelled (or its lease ends); `lease` waits for them.
+   * @throws as `tryAcquire` does (an in-flight part aside); TypeError when the key's algorithm has no `reserve`.
    *
    * @example
    * ```ts
@@ -261,7 +273,7 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
       if (!this.#table.room(now)) return new KeyReservation(tableFull(state, decision, permits, now), undefined);
       this.#table.store(key, state, now, decision.resetAfterMs);
     }
-    return new KeyReservation(decision, { ledger: this.#ledger, key, permits, state: accounts, receipt });
+    return new KeyReservation(decision, this.#ledger, key, permits, accounts, receipt);
   }
 
   /**
@@ -282,19 +294,90 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     if (this.#waiting.has(key)) {
       // Behind others, a request larger than the limit would hear so only at its turn: check it now,
       // on a fresh state when the key waits without being resident (its first try found the table full).
-      const state = (this.#stateOf(key) ?? this.#table.create(key)) as Partial<PeekableAlgorithm>;
-      try {
-        // peek takes 0 (the state now); a request of 0 is checked against the limit here.
-        if (permits === 0 && state.peek !== undefined) checkPermits(0, state.peek(this.#clock.now(), 1).limit);
-        state.peek?.(this.#clock.now(), permits);
-      } catch (error) {
-        return Promise.reject(error);
-      }
+      const state = this.#stateOf(key) ?? this.#table.create(key);
+      // Nobody could release what it would hold: refused now, not at its turn.
+      if (holds(state)) return Promise.reject(unreleasable('acquire'));
+      const error = checkBehind(state, permits, this.#clock.now());
+      if (error !== undefined) return Promise.reject(error);
     }
-    const waited = this.#waiting.acquire(key, permits, options);
-    // A key waited on is pinned, and a full table stops looking at it: once its line ends, it must look again.
+    return this.#pinWhileWaiting(key, this.#waiting.acquire(key, permits, options));
+  }
+
+  /**
+   * Waits as `acquire` does, in the same first-in-first-out line per key, then reserves: resolves
+   * with the granted `Reservation`, to be settled (or cancelled) once the work is done. With a
+   * `Concurrency` part it holds in-flight permits from then until settled, and a caller waiting for
+   * them is woken by the release that makes room, or at the latest by the end of the lease that
+   * does, in the same or the next macrotask; nothing polls. `maxWaitMs` bounds the wait: past it (or
+   * at once, when a rate part alone proves it cannot be granted in time) the reservation resolves
+   * ungranted, its `decision` the key's refusal. `signal` and `maxWaiters` act as in `acquire`. A
+   * custom algorithm without `reserve` keeps no accounts: its lease is granted as by `acquire`, with
+   * nothing to settle (its `settle` and `cancel` change nothing).
+   * @throws (rejects) as `acquire` does: a `ClosedError` once closed, `signal.reason` on abort.
+   *
+   * @example
+   * ```ts
+   * import { Composite, Concurrency, KeyedRateLimiter, Rule, TokenBucket } from 'ratekeeper';
+   * declare function render(page: string): Promise<string>;
+   * // 100 a minute and 2 at once, per user: one all-or-nothing decision.
+   * const limiter = new KeyedRateLimiter({
+   *   algorithm: () => new Composite([new TokenBucket(Rule.perMinute(100)), new Concurrency(2)]),
+   * });
+   * const lease = await limiter.lease('user-1');
+   * try {
+   *   await render('/report');
+   * } finally {
+   *   lease.settle(1); // the minute keeps its 1; the in-flight permit is free again
+   * }
+   * ```
+   */
+  lease(key: string, permits = 1, options?: AcquireOptions): Promise<Lease> {
+    let signal: AbortSignal | undefined;
+    let state: RateLimitAlgorithm;
+    try {
+      signal = readAcquireOptions(options).signal;
+      state = this.#stateOf(key) ?? this.#fresh(key);
+      // A custom algorithm without accounts can hold nothing in flight: granted as by acquire, nothing to settle.
+      if (typeof (state as Partial<AccountingAlgorithm>).reserve !== 'function') {
+        return this.acquire(key, permits, options).then((decision) => new KeyReservation(decision, undefined));
+      }
+      if (!this.#closed && signal?.aborted !== true && !this.#waiting.has(key)) {
+        // Nobody ahead: granted now, without joining a line (the common case stays cheap).
+        const reservation = this.reserve(key, permits) as KeyReservation;
+        if (reservation.decision.allowed) return Promise.resolve(reservation);
+      } else if (permits !== 1 && this.#waiting.has(key)) {
+        const error = checkBehind(state, permits, this.#clock.now());
+        if (error !== undefined) throw error;
+      }
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const turn = new LeaseTurn(this, holds(state) ? this.#leastOf : undefined);
+    return this.#pinWhileWaiting(key, this.#waiting.acquireWith(key, permits, options, turn));
+  }
+
+  /** `#least`, made once: a waiting lease's turn reads it (see `LeaseTurn`). */
+  readonly #leastOf = (key: string, permits: number): number => this.#least(key, permits);
+
+  /** A key waited on is pinned, and a full table stops looking at it: once its line ends, it must look again. */
+  #pinWhileWaiting<T>(key: string, waited: Promise<T>): Promise<T> {
     if (this.#maxKeys !== Infinity) waited.then(this.#lineMayEnd(key), this.#lineMayEnd(key));
     return waited;
+  }
+
+  /**
+   * The least a lease of `permits` on `key` must still wait, in ms: what its rate parts and a block
+   * say, since in-flight permits may be released at any moment.
+   */
+  #least(key: string, permits: number): number {
+    const state = (this.#stateOf(key) ?? this.#table.create(key)) as PeekableAlgorithm;
+    const parts = partsOf(state);
+    // A lone in-flight limit, not blocked: a release may come any moment (and no clock is read).
+    if (parts === undefined && !this.#mayBlock) return 0;
+    const now = this.#read(this.#clock.now());
+    let least = this.#mayBlock ? Math.max(0, (this.#blocks.until(key, now) ?? now) - now) : 0;
+    for (const part of parts ?? []) if (!isHolding(part)) least = Math.max(least, part.peek(now, permits).retryAfterMs);
+    return least;
   }
 
   /**
@@ -423,19 +506,38 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
   /**
    * Settles a reservation: refunds into the state it was granted from, if still the key's; charges
    * any excess. Settled at or past what it reserved, the refund of nothing still releases the receipt,
-   * which the key would otherwise keep until the bound voided it.
+   * which the key would otherwise keep until the bound voided it. In-flight permits are released
+   * wherever the key holds its leases now (a reconfiguration carries them; a reset dropped them),
+   * and only the rates are charged.
    */
   #settle(key: string, state: AccountingAlgorithm, receipt: Receipt, reserved: number, actual: number): Decision {
+    const holding = holds(state);
     const now = this.#read(this.#clock.now());
     const current = this.#stateOf(key);
+    if (holding && holds(current)) (current as Holding).release(now, receipt);
     if (current === state) state.refund(now, receipt, actual < reserved ? reserved - actual : 0);
-    if (actual > reserved) return this.charge(key, actual - reserved);
-    if (current === state && actual < reserved) {
+    if (actual > reserved) {
+      if (!holding) return this.charge(key, actual - reserved);
+      this.#charge(key, actual - reserved, now, chargeRates);
+    }
+    // The state this settle left, read before those waiting take what it freed.
+    const after = capable(this.#stateOf(key) ?? this.#fresh(key), 'charge').peek(now, 0);
+    if (holding || (current === state && actual < reserved)) {
       this.#table.changed(key, now);
       this.#waiting.wake(key);
     }
-    const after = current ?? this.#fresh(key);
-    return capable(after, 'charge').peek(now, 0);
+    return after;
+  }
+
+  /** Extends a reservation's in-flight permits where the key holds its leases now (see `Reservation.extend`). */
+  #extend(key: string, state: AccountingAlgorithm, receipt: Receipt, ms: number): boolean {
+    if (!holds(state)) return true;
+    const now = this.#read(this.#clock.now());
+    const current = this.#stateOf(key);
+    if (!holds(current)) return false;
+    const extended = (current as Holding).extend(now, receipt, ms);
+    if (extended) this.#table.changed(key, now);
+    return extended;
   }
 
   /**
@@ -455,6 +557,7 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
    * ```
    */
   override close(): void {
+    this.#closed = true;
     this.#waiting.close();
   }
 
@@ -501,6 +604,62 @@ function checkState(state: unknown): void {
   if (s === null || typeof s !== 'object' || typeof s.tryAcquire !== 'function' || typeof s.isIdle !== 'function') {
     throw typeError(`ratekeeper: \`algorithm\` must return an algorithm, got ${describe(state)}`);
   }
+}
+
+/**
+ * A waiting lease's turn: each try reserves, and the caller gets the reservation that was granted,
+ * or an ungranted one holding the final refusal. One object per waiting lease, no closures.
+ */
+class LeaseTurn implements Turn<Lease> {
+  readonly #limiter: KeyedRateLimiter;
+  readonly least: ((key: string, permits: number) => number) | undefined;
+  #reservation: KeyReservation | undefined;
+
+  /** @param least for a limit that holds in flight, the least wait its rates and blocks prove. */
+  constructor(limiter: KeyedRateLimiter, least: ((key: string, permits: number) => number) | undefined) {
+    this.#limiter = limiter;
+    this.least = least;
+  }
+
+  attempt(key: string, permits: number): Decision {
+    this.#reservation = this.#limiter.reserve(key, permits) as KeyReservation;
+    return this.#reservation.decision;
+  }
+
+  answer(decision: Decision): Lease {
+    const reservation = this.#reservation;
+    return reservation !== undefined && reservation.decision === decision ? reservation : new KeyReservation(decision, undefined);
+  }
+}
+
+/**
+ * Checks a request that joins a line behind others, which would hear only at its turn that it
+ * could never be granted: the error a peek of `permits` throws (larger than the limit), if any.
+ */
+function checkBehind(state: RateLimitAlgorithm, permits: number, now: number): unknown {
+  const s = state as Partial<PeekableAlgorithm>;
+  try {
+    // peek takes 0 (the state now); a request of 0 is checked against the limit here.
+    if (permits === 0 && s.peek !== undefined) checkPermits(0, s.peek(now, 1).limit);
+    s.peek?.(now, permits);
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
+
+/** What `charge` spends: every part. */
+function chargeAll(state: AccountingAlgorithm, now: number, permits: number): Decision {
+  return state.charge(now, permits);
+}
+
+/**
+ * What a settled lease's excess spends: the rates only (an in-flight part holds, it is not charged);
+ * returns the state after, as `charge` does.
+ */
+function chargeRates(state: AccountingAlgorithm, now: number, permits: number): Decision {
+  for (const part of partsOf(state) ?? [state]) if (!isHolding(part)) (part as AccountingAlgorithm).charge(now, permits);
+  return state.peek(now, 0);
 }
 
 /**

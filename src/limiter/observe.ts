@@ -84,7 +84,7 @@ export type ObservedDecision = (Allowed & { readonly shadowed?: true }) | (Rejec
 
 /**
  * The limiter `observe` returns for a limiter `L`: synchronous when `L` is, async when `L` is, with
- * each of `acquire`, `peek`, `reserve`, `charge`, `block`, `reset`, `close` (and `using`) that `L`
+ * each of `acquire`, `lease`, `peek`, `reserve`, `charge`, `block`, `reset`, `close` (and `using`) that `L`
  * has, taking and returning what `L`'s does (a decision or a reservation's decision may come back
  * shadowed).
  *
@@ -105,6 +105,9 @@ export type Observed<L extends RateLimiter | AsyncRateLimiter> = (L extends Rate
     ? { peek(key: string, permits?: number): D extends Promise<Decision> ? Promise<ObservedDecision> : ObservedDecision }
     : unknown) &
   (L extends { reserve(key: string, permits?: number): infer R } ? { reserve(key: string, permits?: number): ObservedReservation<R> } : unknown) &
+  (L extends { lease(key: string, permits?: number, options?: AcquireOptions): Promise<infer R> }
+    ? { lease(key: string, permits?: number, options?: AcquireOptions): Promise<Shadowable<R>> }
+    : unknown) &
   Pick<L, Extract<keyof L, 'charge' | 'block' | 'reset' | 'close' | typeof Symbol.dispose | typeof Symbol.asyncDispose>>;
 
 /** A reservation `R` (or a promise of one) whose decision may come back shadowed. */
@@ -129,14 +132,16 @@ type Shadowable<R> = Omit<R, 'decision'> & { readonly decision: ObservedDecision
  */
 export interface ObserveOptions {
   /**
-   * Called once for every decision on a request (`tryAcquire`, `acquire`, `reserve`), synchronously
-   * as it is made (for an async limiter, as it settles).
+   * Called once for every decision on a request (`tryAcquire`, `acquire`, `reserve`, `lease`),
+   * synchronously as it is made (for an async limiter, as it settles); for `acquire` and `lease`,
+   * their final answer.
    */
   onDecision: (event: DecisionEvent) => void;
   /**
    * Called once for every change made to a key without a request being decided: `charge`, a
-   * reservation's `settle` or `cancel`, `block`, `reset`. `peek` and `close` change no key and
-   * report nothing. @default undefined (not reported)
+   * reservation's `settle` or `cancel` (a lease's release: its in-flight permits are free from then
+   * on), `block`, `reset`. `peek`, `close`, a lease's `extend` and a lease ending by time (no call
+   * makes it) report nothing. @default undefined (not reported)
    */
   onChange?: ((event: ChangeEvent) => void) | undefined;
   /** The label events carry, to tell limits apart in logs and metrics. @default 'default' */
@@ -160,7 +165,8 @@ export interface ObserveOptions {
  * that it refuses nothing, for trying a new limit on real traffic before enforcing it. The wrapper
  * decides exactly as `limiter` does; a synchronous limiter stays synchronous. Whatever else of a
  * limiter's API `limiter` has is forwarded: `acquire` (reporting only each final decision, once),
- * `reserve` (its decision is reported as a request's), `peek` (reporting nothing), `charge`,
+ * `reserve` and `lease` (each decision reported as a request's; a lease's `extend` is forwarded),
+ * `peek` (reporting nothing), `charge`,
  * `block`, `reset` and a reservation's `settle`/`cancel` (reported to `onChange`), and `close`
  * (with `using`). A call that throws or rejects (a bad argument, an aborted wait) reached no
  * decision and reports nothing. Limiters that are not wrapped pay nothing, and an app that never
@@ -214,9 +220,9 @@ export function observe<L extends RateLimiter | AsyncRateLimiter>(limiter: L, op
     tell(onChange, { name, key, operation, permits, durationMs, decision });
 
   const observed: Record<string | symbol, unknown> = {};
-  if (typeof inner.acquire === 'function') {
-    // Waiting is how a limit refuses a patient caller, so in shadow mode a wait is a refusal, let through at once.
-    observed.acquire = (key: string, permits = 1, options?: AcquireOptions) => {
+  // Waiting is how a limit refuses a patient caller, so in shadow mode a wait is a refusal, let through at once.
+  const waiting = <R>(wait: (key: string, permits: number, options?: AcquireOptions) => Promise<R>, after: (key: string, permits: number, settled: R) => unknown) =>
+    (key: string, permits = 1, options?: AcquireOptions) => {
       let forwarded = options;
       if (shadow) {
         // Checked as the inner limiter would, before `maxWaitMs` is replaced: a bad option is an error here too.
@@ -228,9 +234,22 @@ export function observe<L extends RateLimiter | AsyncRateLimiter>(limiter: L, op
         }
         forwarded = signal === undefined ? { maxWaitMs: 0 } : { signal, maxWaitMs: 0 };
       }
-      return inner.acquire!(key, permits, forwarded).then((settled) => report(key, permits, settled));
+      return wait(key, permits, forwarded).then((settled) => after(key, permits, settled));
     };
-  }
+  if (typeof inner.acquire === 'function') observed.acquire = waiting((k, p, o) => inner.acquire!(k, p, o), report);
+  // Only a granted reservation can change its key when settled; a refused one's settle is its refusal.
+  const reservation = (key: string, permits: number, inner: (Reservation | AsyncReservation) & { extend?: (ms: number) => unknown }) => {
+    const granted = inner.decision.allowed;
+    const wrapped: Record<string, unknown> = {
+      decision: report(key, permits, inner.decision),
+      settle: (actual: number) => then(inner.settle(actual), (decision) => (granted && changed(key, 'settle', actual, undefined, decision), shadowed(decision))),
+      cancel: () => then(inner.cancel(), () => void (granted && changed(key, 'cancel', 0))),
+    };
+    if (typeof inner.extend === 'function') wrapped.extend = (ms: number) => inner.extend!(ms);
+    return wrapped;
+  };
+  const leasing = inner as { lease?: (key: string, permits?: number, options?: AcquireOptions) => Promise<Reservation | AsyncReservation> };
+  if (typeof leasing.lease === 'function') observed.lease = waiting((k, p, o) => leasing.lease!(k, p, o), reservation);
   // Forwarded by presence, so that one wrapper serves a synchronous limiter and a store's async one;
   // `after` sees the call's arguments and its result (once settled) and answers in its place.
   // The method is looked up at each call: a KeyedRateLimiter puts its own tryAcquire in place at its first block.
@@ -243,15 +262,7 @@ export function observe<L extends RateLimiter | AsyncRateLimiter>(limiter: L, op
   forward<Decision>('charge', ([key, permits], decision) => (changed(key, 'charge', permits, undefined, decision), decision));
   forward('block', ([key, durationMs]) => changed(key, 'block', undefined, durationMs));
   forward('reset', ([key]) => changed(key, 'reset'));
-  forward<Reservation | AsyncReservation>('reserve', ([key, permits = 1], reservation) => {
-    // Only a granted reservation can change its key when settled; a refused one's settle is its refusal.
-    const granted = reservation.decision.allowed;
-    return {
-      decision: report(key, permits, reservation.decision),
-      settle: (actual: number) => then(reservation.settle(actual), (decision) => (granted && changed(key, 'settle', actual, undefined, decision), shadowed(decision))),
-      cancel: () => then(reservation.cancel(), () => void (granted && changed(key, 'cancel', 0))),
-    };
-  });
+  forward<Reservation | AsyncReservation>('reserve', ([key, permits = 1], reserved) => reservation(key, permits, reserved));
   for (const method of ['close', Symbol.dispose, Symbol.asyncDispose, Symbol.for('Symbol.dispose'), Symbol.for('Symbol.asyncDispose')]) forward(method, (_, result) => result);
   return observed as Observed<L>;
 }

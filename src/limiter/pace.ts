@@ -1,4 +1,5 @@
 import type { Decision, Rejected } from '../core/decision';
+import type { AsyncReservation, Reservation } from './reservation';
 import { typeError } from '../core/errors';
 import { describe, integerIn } from '../core/validate';
 import { type AcquireOptions, checkMaxWait, checkSignal } from './acquire-options';
@@ -16,10 +17,27 @@ export interface WaitingRateLimiter {
   acquire(key: string, permits?: number, options?: AcquireOptions): Promise<Decision>;
 }
 
+/**
+ * Anything that makes callers wait per key and then holds what it granted until told the work is
+ * done: a `KeyedRateLimiter` (its `lease`), or your own.
+ *
+ * @example
+ * ```ts
+ * import { Concurrency, KeyedRateLimiter, type LeasingRateLimiter } from 'ratekeeper';
+ * const limiter: LeasingRateLimiter = new KeyedRateLimiter({ algorithm: () => new Concurrency(2) });
+ * ```
+ */
+export interface LeasingRateLimiter {
+  lease(key: string, permits?: number, options?: AcquireOptions): Promise<Reservation | AsyncReservation>;
+}
+
 /** Options of {@link pace}. */
 export interface PaceOptions<A extends unknown[]> {
-  /** The limiter each call waits on. */
-  limiter: WaitingRateLimiter;
+  /**
+   * The limiter each call waits on: its `lease` when it has one (each call holds its permits until
+   * its promise settles, so an in-flight limit counts the calls running), else its `acquire`.
+   */
+  limiter: WaitingRateLimiter | LeasingRateLimiter;
   /** The key calls are counted under, or a function of a call's arguments that picks it. */
   key: string | ((...args: A) => string);
   /** Permits each call takes, or a function of a call's arguments (a file's size in MB, say). @default 1 */
@@ -66,6 +84,12 @@ export class RateLimitedError extends Error {
  * waiting is timers, never a blocked event loop. For the app that comes back online with two
  * hundred queued uploads.
  *
+ * With a limiter that has `lease` (a `KeyedRateLimiter`), each call leases its permits and settles
+ * them with what it reserved once its promise settles, resolved or rejected: a rate keeps the cost
+ * (the call happened), and an in-flight limit (`Concurrency`) gets its permits back, so
+ * `new Concurrency(2)` runs at most two calls at once, as p-limit(2) does. A settle that fails (over
+ * a store) rejects the call with the store's error.
+ *
  * @example
  * ```ts
  * import { KeyedRateLimiter, Rule, TokenBucket, pace } from 'ratekeeper';
@@ -80,9 +104,13 @@ export function pace<A extends unknown[], R>(fn: (...args: A) => R, options: Pac
   if (typeof fn !== 'function') throw typeError(`ratekeeper: \`fn\` must be a function, got ${describe(fn)}`);
   if (options === null || typeof options !== 'object') throw typeError(`ratekeeper: pace options must be an object, got ${describe(options)}`);
   const { limiter, key, permits = 1, signal, maxWaitMs } = options;
-  if (limiter === null || typeof limiter !== 'object' || typeof limiter.acquire !== 'function') {
-    throw typeError(`ratekeeper: \`limiter\` must have an acquire() method, got ${describe(limiter)}`);
+  const { acquire, lease } = (limiter ?? {}) as Partial<WaitingRateLimiter & LeasingRateLimiter>;
+  if (limiter === null || typeof limiter !== 'object' || (typeof acquire !== 'function' && typeof lease !== 'function')) {
+    throw typeError(`ratekeeper: \`limiter\` must have an acquire() or a lease() method, got ${describe(limiter)}`);
   }
+  // A lease holds its permits until settled: what was granted, with the settle that ends the hold.
+  const take = async (k: string, n: number, wait: AcquireOptions): Promise<Held> =>
+    typeof lease === 'function' ? await lease.call(limiter, k, n, wait) : { decision: await (acquire as WaitingRateLimiter['acquire']).call(limiter, k, n, wait) };
   if (typeof key !== 'string' && typeof key !== 'function') {
     throw typeError(`ratekeeper: \`key\` must be a string or a function returning one, got ${describe(key)}`);
   }
@@ -99,20 +127,33 @@ export function pace<A extends unknown[], R>(fn: (...args: A) => R, options: Pac
     // Everything up to the first await runs at call time, so calls join the line in call order.
     const k = typeof key === 'function' ? key(...args) : key;
     const n = typeof permits === 'function' ? permits(...args) : permits;
-    let decision: Decision;
+    let held: Held;
     if (signal === undefined) {
-      decision = await limiter.acquire(k, n, wait);
+      held = await take(k, n, wait);
     } else {
       const call = new AbortController();
       if (signal.aborted) call.abort(signal.reason);
       waiting.add(call);
       try {
-        decision = await limiter.acquire(k, n, { ...wait, signal: call.signal });
+        held = await take(k, n, { ...wait, signal: call.signal });
       } finally {
         waiting.delete(call);
       }
     }
+    const { decision } = held;
     if (!decision.allowed) throw new RateLimitedError(k, decision);
-    return await fn.apply(this, args);
+    try {
+      return await fn.apply(this, args);
+    } finally {
+      // Resolved or rejected, the call happened: its rate cost stays, its in-flight permits come back.
+      // Settled with what the lease reserved: `n`, or the default 1 when a permits function gave undefined.
+      await held.settle?.(n ?? 1);
+    }
   };
+}
+
+/** What a paced call was granted: an acquired decision, or a lease to settle when the call is done. */
+interface Held {
+  readonly decision: Decision;
+  settle?(actualPermits: number): unknown;
 }

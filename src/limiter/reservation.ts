@@ -1,5 +1,6 @@
 import type { Receipt } from '../algorithms/accounting';
 import type { AccountingAlgorithm } from '../algorithms/algorithm';
+import { checkLeaseMs } from '../algorithms/concurrency';
 import type { Decision } from '../core/decision';
 import { coded } from '../core/errors';
 import { integerIn } from '../core/validate';
@@ -33,6 +34,40 @@ export interface Reservation {
   cancel(): void;
 }
 
+/**
+ * A keyed limiter's reservation (from `reserve` or `lease`), which can also keep its in-flight
+ * permits longer.
+ */
+export interface Lease extends Reservation {
+  /**
+   * Holds the reservation's in-flight permits (a `Concurrency` part's) for `ms` from now instead of
+   * until its lease ends: for a holder that knows it needs longer, such as a streamed reply. Call
+   * it again as often as needed. Returns false, changing nothing, when they are no longer held (the
+   * lease ended, or the key was reset): they may be someone else's now. A reservation without an
+   * in-flight part holds nothing that could end, and returns true; a refused one returns false.
+   * `ms` is whole ms from 1 to 2^42, or `Infinity`.
+   * @throws RangeError when `ms` is out of range; an `Error` with code `ERR_RATEKEEPER_ALREADY_SETTLED`
+   * once the reservation is settled.
+   *
+   * @example
+   * ```ts
+   * import { Composite, Concurrency, KeyedRateLimiter, Rule, TokenBucket } from 'ratekeeper';
+   * declare function streamReply(onChunk: () => void): Promise<void>;
+   * const llm = new KeyedRateLimiter({
+   *   algorithm: () => new Composite([new TokenBucket(Rule.perMinute(100)), new Concurrency(2, { leaseMs: 30_000 })]),
+   * });
+   * const lease = await llm.lease('user-1');
+   * try {
+   *   // Each chunk proves the holder alive: its permits are held 30 s past the latest one.
+   *   await streamReply(() => lease.extend(30_000));
+   * } finally {
+   *   lease.settle(1);
+   * }
+   * ```
+   */
+  extend(ms: number): boolean;
+}
+
 /** The same, over a store: `settle` and `cancel` return Promises. */
 export interface AsyncReservation {
   readonly decision: Decision;
@@ -43,6 +78,7 @@ export interface AsyncReservation {
 /** What a reservation asks of its limiter when it is settled. */
 export interface Ledger {
   settle(key: string, state: AccountingAlgorithm, receipt: Receipt, reserved: number, actual: number): Decision;
+  extend(key: string, state: AccountingAlgorithm, receipt: Receipt, ms: number): boolean;
 }
 
 /** The error a second `settle` or `cancel` of a granted reservation throws. */
@@ -50,38 +86,47 @@ export function alreadySettled(): Error {
   return coded(new Error('ratekeeper: this reservation is already settled; a reservation settles once'), 'ERR_RATEKEEPER_ALREADY_SETTLED');
 }
 
-/** What a granted reservation holds: where to settle, and the receipt of its grant. */
-export interface Grant {
-  readonly ledger: Ledger;
-  readonly key: string;
-  readonly permits: number;
-  readonly state: AccountingAlgorithm;
-  readonly receipt: Receipt;
-}
-
 /** A keyed limiter's reservation: settles once, through the limiter, with the receipt of its grant. */
-export class KeyReservation implements Reservation {
+export class KeyReservation implements Lease {
   readonly decision: Decision;
-  readonly #grant: Grant | undefined;
+  // What a granted reservation holds (where to settle, and the receipt of its grant), kept in the
+  // reservation itself rather than in an object of its own: a line of leases makes one per grant.
+  readonly #ledger: Ledger | undefined;
+  readonly #key: string;
+  readonly #permits: number;
+  readonly #state: AccountingAlgorithm | undefined;
+  readonly #receipt: Receipt | undefined;
   #settled = false;
 
-  /** @param grant undefined when refused: nothing to give back or charge. */
-  constructor(decision: Decision, grant: Grant | undefined) {
+  /** @param ledger undefined when refused: nothing to give back or charge. */
+  constructor(decision: Decision, ledger: Ledger | undefined, key = '', permits = 0, state?: AccountingAlgorithm, receipt?: Receipt) {
     this.decision = decision;
-    this.#grant = grant;
+    this.#ledger = ledger;
+    this.#key = key;
+    this.#permits = permits;
+    this.#state = state;
+    this.#receipt = receipt;
   }
 
   settle(actualPermits: number): Decision {
     integerIn('actualPermits', actualPermits, 0, Number.MAX_SAFE_INTEGER);
-    const grant = this.#grant;
-    if (grant === undefined) return this.decision;
+    const ledger = this.#ledger;
+    if (ledger === undefined) return this.decision;
     if (this.#settled) throw alreadySettled();
     this.#settled = true;
-    return grant.ledger.settle(grant.key, grant.state, grant.receipt, grant.permits, actualPermits);
+    return ledger.settle(this.#key, this.#state as AccountingAlgorithm, this.#receipt as Receipt, this.#permits, actualPermits);
   }
 
   cancel(): void {
     this.settle(0);
+  }
+
+  extend(ms: number): boolean {
+    checkLeaseMs('ms', ms);
+    const ledger = this.#ledger;
+    if (ledger === undefined) return false;
+    if (this.#settled) throw alreadySettled();
+    return ledger.extend(this.#key, this.#state as AccountingAlgorithm, this.#receipt as Receipt, ms);
   }
 }
 

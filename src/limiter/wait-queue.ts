@@ -5,10 +5,12 @@ import { typeError } from '../core/errors';
 import { describe, integerIn } from '../core/validate';
 import { type AcquireOptions, readAcquireOptions } from './acquire-options';
 import { checkScheduler, type Scheduler, systemScheduler } from './scheduler';
-import { delayOf, join, leave, type Line, openLine, type Waiter } from './wait-line';
+import { delayOf, join, leave, type Line, openLine, type Turn, type Waiter } from './wait-line';
 
 /** Decides one request without waiting: a limiter's `tryAcquire`, in memory or over a store. */
 export type AcquireAttempt = (key: string, permits: number) => Decision | Promise<Decision>;
+
+export type { Turn } from './wait-line';
 
 /** Options of {@link WaitQueue}. */
 export interface WaitQueueOptions {
@@ -32,9 +34,9 @@ export type StandingProbe = (key: string, permits: number) => Rejected | undefin
 
 /**
  * Makes callers wait, first in first out per key, over any limiter that decides without waiting,
- * synchronously or over a store. Only the head of each key's line is ever tried, on one timer set
- * for its exact `retryAfterMs`, so no request overtakes an earlier one, nothing polls, and no timer
- * runs while nobody waits. A waiter holds no permits: leaving the line (abort, timeout) spends
+ * synchronously or over a store. Only the head of each key's line is ever tried, on one timer due
+ * no later than its exact `retryAfterMs` (or sooner, by a wake: a refund, a release, a reset), so no
+ * request overtakes an earlier one, nothing polls, and no timer runs while nobody waits. A waiter holds no permits: leaving the line (abort, timeout) spends
  * nothing, and the next in line is tried at once.
  *
  * Over a store, an abort that arrives while the head's attempt is on its way rejects at once; if
@@ -51,7 +53,8 @@ export type StandingProbe = (key: string, permits: number) => Rejected | undefin
  */
 export class WaitQueue extends Closable {
   readonly #lines = new Map<string, Line>();
-  readonly #attempt: AcquireAttempt;
+  /** `acquire`'s turn: the queue's attempt, answered with its decision. */
+  readonly #turn: Turn<Decision>;
   readonly #scheduler: Scheduler;
   #closed = false;
   readonly #standing: StandingProbe | undefined;
@@ -69,7 +72,7 @@ export class WaitQueue extends Closable {
     super();
     if (typeof attempt !== 'function') throw typeError(`ratekeeper: \`attempt\` must be a function, got ${describe(attempt)}`);
     if (standing !== undefined && typeof standing !== 'function') throw typeError(`ratekeeper: \`standing\` must be a function, got ${describe(standing)}`);
-    this.#attempt = attempt;
+    this.#turn = { attempt, answer: (decision) => decision };
     this.#scheduler = checkScheduler(scheduler);
     this.#standing = standing;
     this.#maxWaiters = checkMaxWaiters(options.maxWaiters);
@@ -86,6 +89,31 @@ export class WaitQueue extends Closable {
    * rejects with `signal.reason` on abort, and with a `TypeError` or `RangeError` for a bad argument.
    */
   acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
+    return this.acquireWith(key, permits, options, this.#turn);
+  }
+
+  /**
+   * Waits as `acquire` does, in the same line, but decides this caller's turn with its own
+   * `turn.attempt` (a `reserve` whose reservation the caller keeps, say: the keyed limiter's
+   * `lease`) and resolves with `turn.answer` of the final decision. `turn.least`, when given, reads
+   * the least this caller must still wait, in ms, once refused: for refusals that may end sooner
+   * than their `retryAfterMs` says (an in-flight limit, freed by a release whenever its holder is
+   * done), so that the caller waits up to its `maxWaitMs` and is answered then, not at once.
+   *
+   * @example
+   * ```ts
+   * import { KeyedRateLimiter, Rule, TokenBucket, WaitQueue, type Reservation } from 'ratekeeper';
+   * const limiter = new KeyedRateLimiter({ algorithm: () => new TokenBucket(Rule.perSecond(2)) });
+   * const line = new WaitQueue((key, permits) => limiter.tryAcquire(key, permits));
+   * let made: Reservation | undefined;
+   * const reservation = await line.acquireWith('k', 1, {}, {
+   *   attempt: (key, permits) => (made = limiter.reserve(key, permits)).decision,
+   *   answer: (decision) => (made?.decision === decision ? made : undefined),
+   * });
+   * reservation?.settle(1);
+   * ```
+   */
+  acquireWith<T>(key: string, permits: number, options: AcquireOptions | undefined, turn: Turn<T>): Promise<T> {
     let read: ReturnType<typeof readAcquireOptions>;
     try {
       if (typeof key !== 'string') throw typeError(`ratekeeper: \`key\` must be a string, got ${describe(key)}`);
@@ -97,13 +125,13 @@ export class WaitQueue extends Closable {
     const { signal, maxWaitMs } = read;
     if (this.#closed) return Promise.reject(closedError());
     if (signal?.aborted === true) return Promise.reject(signal.reason);
-    return new Promise<Decision>((resolve, reject) => {
+    return new Promise<T>((resolve, reject) => {
       const deadline = this.#scheduler.now() + maxWaitMs;
-      const waiter: Waiter = { permits, deadline, resolve, reject, stopListening: undefined, queued: true, prev: undefined, next: undefined };
+      const waiter: Waiter = { permits, turn, deadline, resolve: resolve as (answer: unknown) => void, reject, stopListening: undefined, queued: true, prev: undefined, next: undefined };
       let line = this.#lines.get(key);
       if (line !== undefined && line.size >= this.#maxWaiters && line.armed) {
         const retryAfterMs = Math.max(1, Math.ceil(line.dueMs - this.#scheduler.now()));
-        resolve(degrade({ ...(line.refusal as Rejected), retryAfterMs }, 'queue-full'));
+        resolve(turn.answer(degrade({ ...(line.refusal as Rejected), retryAfterMs }, 'queue-full')));
         return;
       }
       if (line === undefined) {
@@ -116,6 +144,7 @@ export class WaitQueue extends Closable {
         if (line.armed && deadline < Infinity) this.#turnAwayIfLate(line, waiter);
       }
       if (waiter.queued && signal !== undefined) this.#listen(line, waiter, signal);
+      if (waiter.queued && turn.least !== undefined && deadline < Infinity) this.#expire(line, waiter);
     });
   }
 
@@ -124,12 +153,14 @@ export class WaitQueue extends Closable {
    * that key's line (after a refund or a reset made room on it).
    */
   wake(key?: string): void {
-    const lines = key === undefined ? [...this.#lines.values()] : [this.#lines.get(key)];
-    for (const line of lines) {
-      if (line === undefined || !line.armed) continue;
-      this.#disarm(line);
-      this.#run(line);
-    }
+    if (key !== undefined) return this.#wake(this.#lines.get(key));
+    for (const line of [...this.#lines.values()]) this.#wake(line);
+  }
+
+  #wake(line: Line | undefined): void {
+    if (line === undefined || !line.armed) return;
+    this.#disarm(line);
+    this.#run(line);
   }
 
   /**
@@ -141,7 +172,8 @@ export class WaitQueue extends Closable {
   override close(): void {
     this.#closed = true;
     for (const line of this.#lines.values()) {
-      if (line.armed) this.#disarm(line);
+      this.#disarm(line);
+      this.#clearTimer(line);
       for (let waiter = line.head; waiter !== undefined; waiter = line.head) {
         leave(line, waiter);
         waiter.reject(closedError());
@@ -160,7 +192,7 @@ export class WaitQueue extends Closable {
     for (let waiter = line.head; waiter !== undefined && line.asking === undefined; waiter = line.head) {
       let outcome: Decision | Promise<Decision>;
       try {
-        outcome = this.#attempt(line.key, waiter.permits);
+        outcome = waiter.turn.attempt(line.key, waiter.permits);
         if (typeof (outcome as Partial<Promise<Decision>> | null)?.then === 'function') {
           line.asking = waiter;
           (outcome as Promise<Decision>).then(
@@ -179,26 +211,38 @@ export class WaitQueue extends Closable {
       }
       if (!this.#decide(line, waiter, outcome as Decision)) return;
     }
-    if (line.head === undefined && line.asking === undefined) this.#lines.delete(line.key);
+    if (line.head === undefined && line.asking === undefined) {
+      this.#clearTimer(line);
+      this.#lines.delete(line.key);
+    }
   }
 
   /** Settles the head with its decision, or arms the line's timer; true when the next head may be tried. */
   #decide(line: Line, waiter: Waiter, decision: Decision): boolean {
     const now = this.#scheduler.now();
-    if (decision.allowed || now + decision.retryAfterMs > waiter.deadline) {
+    const least = decision.allowed ? 0 : this.#least(line, waiter, decision);
+    if (decision.allowed || this.#late(waiter, now, least)) {
       leave(line, waiter);
-      waiter.resolve(decision);
+      waiter.resolve(waiter.turn.answer(decision));
       return true;
     }
     line.refusal = decision;
     line.dueMs = now + decision.retryAfterMs;
+    line.earliestMs = now + least;
     line.armed = true;
-    line.timer = this.#scheduler.setTimeout(() => {
-      line.armed = false;
-      this.#run(line);
-    }, delayOf(decision.retryAfterMs));
+    const delay = delayOf(decision.retryAfterMs);
+    if (line.timer === undefined || line.timerAt > now + delay) {
+      this.#clearTimer(line);
+      line.timerAt = now + delay;
+      line.timer = this.#scheduler.setTimeout(() => {
+        line.timer = undefined;
+        if (!line.armed) return;
+        line.armed = false;
+        this.#run(line);
+      }, delay);
+    }
     for (let behind = waiter.next; behind !== undefined && line.bounded > 0; behind = behind.next) {
-      if (line.dueMs > behind.deadline) this.#turnAway(line, behind);
+      if (line.earliestMs > behind.deadline) this.#turnAway(line, behind);
     }
     return false;
   }
@@ -231,7 +275,45 @@ export class WaitQueue extends Closable {
   #turnAwayIfLate(line: Line, waiter: Waiter): void {
     const standing = this.#standing?.(line.key, waiter.permits);
     const now = this.#scheduler.now();
-    if (line.dueMs > waiter.deadline || (standing !== undefined && now + standing.retryAfterMs > waiter.deadline)) this.#turnAway(line, waiter, standing);
+    const own = standing === undefined ? 0 : this.#least(line, waiter, standing);
+    if (line.earliestMs > waiter.deadline || this.#late(waiter, now, own)) this.#turnAway(line, waiter, standing);
+  }
+
+  /**
+   * Whether a waiter still `wait` ms from a grant would pass its deadline. One whose refusals may end
+   * early (`least`) waits until its deadline and no longer: at it, it is late.
+   */
+  #late(waiter: Waiter, now: number, wait: number): boolean {
+    return now + wait > waiter.deadline || (waiter.turn.least !== undefined && now >= waiter.deadline);
+  }
+
+  /** The least a refused waiter must still wait, in ms: its turn's reading, or the refusal's `retryAfterMs`. */
+  #least(line: Line, waiter: Waiter, refusal: Rejected): number {
+    const { least } = waiter.turn;
+    return least === undefined ? refusal.retryAfterMs : least(line.key, waiter.permits);
+  }
+
+  /**
+   * Answers a caller with `least` at its deadline if it is still waiting then: its refusals do not
+   * tell when it will be granted (a release may come any moment), so it waits until then. The head
+   * is tried once more; one behind it gets the key's refusal as it stands.
+   */
+  #expire(line: Line, waiter: Waiter): void {
+    const timer = this.#scheduler.setTimeout(() => {
+      if (!waiter.queued) return;
+      // A deadline past the longest timer is reached in steps.
+      if (this.#scheduler.now() < waiter.deadline) return this.#expire(line, waiter);
+      if (line.head !== waiter) return this.#turnAway(line, waiter);
+      // An answer on its way lands past the deadline and settles the head then.
+      if (line.asking !== undefined) return;
+      if (line.armed) this.#disarm(line);
+      this.#run(line);
+    }, delayOf(waiter.deadline - this.#scheduler.now()));
+    const stopListening = waiter.stopListening;
+    waiter.stopListening = () => {
+      stopListening?.();
+      this.#scheduler.clearTimeout(timer);
+    };
   }
 
   /**
@@ -243,7 +325,7 @@ export class WaitQueue extends Closable {
     const untilHead = Math.ceil(line.dueMs - this.#scheduler.now());
     const retryAfterMs = Math.max(untilHead, standing?.retryAfterMs ?? 0, 1);
     leave(line, waiter);
-    waiter.resolve({ ...(standing ?? (line.refusal as Rejected)), retryAfterMs });
+    waiter.resolve(waiter.turn.answer({ ...(standing ?? (line.refusal as Rejected)), retryAfterMs }));
   }
 
   #listen(line: Line, waiter: Waiter, signal: AbortSignal): void {
@@ -262,9 +344,15 @@ export class WaitQueue extends Closable {
     waiter.stopListening = () => signal.removeEventListener('abort', onAbort);
   }
 
+  /** The head is to be tried now; its timer stays set (see `Line.timer`). */
   #disarm(line: Line): void {
-    this.#scheduler.clearTimeout(line.timer);
     line.armed = false;
+  }
+
+  #clearTimer(line: Line): void {
+    if (line.timer === undefined) return;
+    this.#scheduler.clearTimeout(line.timer);
+    line.timer = undefined;
   }
 }
 

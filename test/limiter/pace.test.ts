@@ -133,7 +133,7 @@ describe('pace', () => {
     const fn = async () => {};
     expect(() => pace('upload' as never, { limiter, key: 'k' })).toThrow(typeError('ratekeeper: `fn` must be a function, got "upload"'));
     expect(() => pace(fn, null as never)).toThrow(typeError('ratekeeper: pace options must be an object, got null'));
-    expect(() => pace(fn, { limiter: {} as never, key: 'k' })).toThrow(typeError('ratekeeper: `limiter` must have an acquire() method, got an object'));
+    expect(() => pace(fn, { limiter: {} as never, key: 'k' })).toThrow(typeError('ratekeeper: `limiter` must have an acquire() or a lease() method, got an object'));
     expect(() => pace(fn, { limiter, key: 7 as never })).toThrow(typeError('ratekeeper: `key` must be a string or a function returning one, got 7'));
     expect(() => pace(fn, { limiter, key: 'k', permits: 0 })).toThrow(rangeError('ratekeeper: `permits` must be a safe integer of at least 1, got 0'));
     expect(() => pace(fn, { limiter, key: 'k', signal: {} as never })).toThrow(typeError('ratekeeper: `signal` must be an AbortSignal, got an object'));

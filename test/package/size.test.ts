@@ -55,13 +55,19 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * their wide arithmetic, the plan that flags them, a settle that releases its receipt; the WeakMap
  * of credited units gone): +255 B core (12 643 -> 12 898 B), +214 B KeyedRateLimiter + TokenBucket
  * (8 776 -> 8 990 B built into a limiter); the budgets moved up by as much.
+ * Issue 25's in-flight limits in memory: `Concurrency`, `KeyedRateLimiter.lease` (a method of the
+ * class, as API.md puts it, with its turn in the wait line, its patient deadline and its release and
+ * extend through the ledger), a rate-only charge for a settled lease, leases carried by
+ * reconfigure, `pace` leasing and `observe` forwarding `lease`: measured before issue 24 merged,
+ * +2.00 KB core (14 699 B) and +0.95 KB KeyedRateLimiter + TokenBucket (9 747 B); merged with
+ * issue 24 the core 14 957 B, the limiter built from Rule too 9 972 B; the budgets moved up to those.
  * Issue 25's `admit` (one admission across limiters and keys: in order, peek after a refusal, give
- * back, store parts as Promises, settle per part; limiter/admit.ts 3.38 KB minified): +1 019 B core
- * (12 912 -> 13 931 B, measured with the store layer merged, same build); the core budget moved up
+ * back, store parts as Promises, settle per part; limiter/admit.ts 3.4 KB minified): +1 019 B core
+ * measured with the store layer merged (12 912 -> 13 931 B, same build); the core budget moved up
  * by 1 KB. It shakes out of the limiter alone.
  */
-const CORE_BUDGET = 13.61 * 1024;
-const SHAKEN_BUDGET = 8.79 * 1024;
+const CORE_BUDGET = 15.61 * 1024;
+const SHAKEN_BUDGET = 9.74 * 1024;
 
 interface Measured {
   minified: number;

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   Composite,
+  Concurrency,
   FixedWindow,
   KeyedRateLimiter,
   ManualClock,
@@ -51,6 +52,11 @@ const limiterRows: Row[] = [
   { name: 'acquire options', field: 'acquire options', accepts: optional(isObject), call: (v, l) => l.acquire('q', 1, v as never) },
   { name: 'acquire { maxWaitMs }', field: '`maxWaitMs`', accepts: optional(waitBound), call: (v, l) => l.acquire('q', 1, { maxWaitMs: v as number }) },
   { name: 'acquire { signal }', field: '`signal`', accepts: (v) => v === undefined, call: (v, l) => l.acquire('q', 1, { signal: v as AbortSignal }) },
+  { name: 'lease(key)', field: '`key`', accepts: isString, call: (v, l) => l.lease(v as string, 1) },
+  { name: 'lease(key, permits)', field: '`permits`', accepts: optional(permitsUpTo3), call: (v, l) => l.lease('q', v as number) },
+  { name: 'lease options', field: 'acquire options', accepts: optional(isObject), call: (v, l) => l.lease('q', 1, v as never) },
+  { name: 'lease { maxWaitMs }', field: '`maxWaitMs`', accepts: optional(waitBound), call: (v, l) => l.lease('q', 1, { maxWaitMs: v as number }) },
+  { name: 'lease { signal }', field: '`signal`', accepts: (v) => v === undefined, call: (v, l) => l.lease('q', 1, { signal: v as AbortSignal }) },
   { name: 'reconfigure(algorithm)', field: '`algorithm`', accepts: never, call: (v, l) => l.reconfigure(v as never) },
   { name: 'evictIdle(nowMs)', field: '`nowMs`', accepts: optional(isFiniteNumber), call: (v, l) => l.evictIdle(v as number) },
   {
@@ -109,6 +115,13 @@ const limiterRows: Row[] = [
     },
   })),
   { name: 'Composite parts[1]', field: '`parts[1]`', accepts: never, call: (v) => new Composite([new TokenBucket(Rule.perSecond(1)), v as never]) },
+  { name: 'new Concurrency(limit)', field: '`limit`', accepts: isIntegerIn(1, Number.MAX_SAFE_INTEGER), call: (v) => new Concurrency(v as number) },
+  { name: 'new Concurrency(2, { leaseMs })', field: '`leaseMs`', accepts: optional((v) => v === Infinity || isIntegerIn(1, 2 ** 42)(v)), call: (v) => new Concurrency(2, { leaseMs: v as number }) },
+  { name: 'new Concurrency(2, options)', field: 'Concurrency options', accepts: optional(isObject), call: (v) => new Concurrency(2, v as never) },
+  { name: 'a lease extended by ms', field: '`ms`', accepts: (v) => v === Infinity || isIntegerIn(1, 2 ** 42)(v), call: (v) => {
+    const limiter = new KeyedRateLimiter({ algorithm: () => new Concurrency(1) });
+    return limiter.lease('k').then((lease) => lease.extend(v as number));
+  } },
 ];
 
 describe('limiter, waiting, pacing and composites: every parameter under every bad value', () => {
