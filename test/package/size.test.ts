@@ -62,11 +62,11 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * +2.00 KB core (14 699 B) and +0.95 KB KeyedRateLimiter + TokenBucket (9 747 B); merged with
  * issue 24 the core 14 957 B, the limiter built from Rule too 9 972 B; the budgets moved up to those.
  * Issue 25's `admit` (one admission across limiters and keys: in order, peek after a refusal, give
- * back, store parts as Promises, settle per part; limiter/admit.ts 3.4 KB minified): +1 019 B core
- * measured with the store layer merged (12 912 -> 13 931 B, same build); the core budget moved up
- * by 1 KB. It shakes out of the limiter alone.
+ * back, store parts as Promises, settle per part; limiter/admit.ts 3.4 KB minified): +1 050 B core
+ * measured with the in-flight limits merged (14 964 -> 16 014 B, same build); the core budget moved
+ * up by as much (1.04 KB). It shakes out of the limiter alone.
  */
-const CORE_BUDGET = 15.61 * 1024;
+const CORE_BUDGET = 15.65 * 1024;
 const SHAKEN_BUDGET = 9.74 * 1024;
 
 interface Measured {
