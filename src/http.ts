@@ -1,6 +1,6 @@
 export { rateLimitHeaders } from './http/rate-limit-headers';
 export type { HeaderFormat, RateLimitHeaderOptions } from './http/rate-limit-headers';
-export type { PolicyDecision } from './http/policy';
+export type { PolicyDecision, QuotaUnit } from './http/policy';
 export { addressKey } from './http/ip-address';
 export { resolveClientAddress } from './http/client-address';
 export type { ClientAddressOptions, HeadersLike } from './http/client-address';

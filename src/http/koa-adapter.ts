@@ -120,7 +120,7 @@ export function koaRateLimit<C extends KoaContextLike = KoaContextLike>(options:
       await next();
       return;
     }
-    const settleOnce = (status: number) => {
+    const settleOnce = (status: number | undefined) => {
       const settling = finish;
       finish = undefined;
       return settling === undefined ? Promise.resolve() : settling(status);

@@ -42,9 +42,10 @@ declare global {
  * Settles a request once its response is done: by the status the server sent, even if the client
  * left before the body ended. A client that leaves before any status was sent gets nothing back
  * (`settle` is not called): the server may have done the work, and disconnecting must never earn
- * a refund (under `skipSuccessfulRequests` it would make password guesses free).
+ * a refund (under `skipSuccessfulRequests` it would make password guesses free); its in-flight
+ * permits are let go all the same.
  */
-export function settleOnClose(res: NodeResponseLike | undefined, finish: (status: number) => Promise<void>, settles: boolean): void {
+export function settleOnClose(res: NodeResponseLike | undefined, finish: (status: number | undefined) => Promise<void>, settles: boolean): void {
   if (typeof res?.once !== 'function') {
     // Without settling options finishing only lets go of a reservation in memory, which a key
     // bounds anyway (64 receipts): a response without a close event does without.
@@ -52,7 +53,8 @@ export function settleOnClose(res: NodeResponseLike | undefined, finish: (status
     throw typeError('ratekeeper: settling after the response needs a response with once("close"), as Node\'s has');
   }
   res.once('close', () => {
-    if (res.headersSent) void finish(res.statusCode);
+    // A client gone before any status: nothing given back, but what is held in flight is let go.
+    void finish(res.headersSent ? res.statusCode : undefined);
   });
 }
 

@@ -1,7 +1,7 @@
 import type { Decision } from '../core/decision';
 import { rangeError } from '../core/errors';
 import { assertObject, oneOf } from './check';
-import { policiesOf, policyOf, tighter, type Policy, type PolicyDecision } from './policy';
+import { policiesOf, policyOf, QUOTA_UNITS, tighter, withUnit, type Policy, type PolicyDecision, type QuotaUnit } from './policy';
 import { policyName, sfString } from './structured-field';
 
 /** The header formats `rateLimitHeaders` can write, newest first. */
@@ -45,6 +45,11 @@ export interface RateLimitHeaderOptions {
    * is required. @default undefined
    */
   windowMs?: number | undefined;
+  /**
+   * What the quota counts: `'concurrent-requests'` for an in-flight limit (a `Concurrency`),
+   * advertised as `qu="concurrent-requests"` in `'draft-10'`'s `RateLimit-Policy`. @default 'requests'
+   */
+  quotaUnit?: QuotaUnit | undefined;
 }
 
 /** `strict`: a list the format cannot carry throws, rather than leaving `RateLimit-Policy` out. */
@@ -53,7 +58,7 @@ type Writer = (policies: readonly Policy[], tightest: Policy, strict: boolean) =
 const WRITERS: Record<HeaderFormat, Writer> = {
   'draft-10': (policies, tightest) => ({
     'RateLimit-Policy': policies
-      .map((p) => `${sfString(p.name)};q=${p.quota}${p.window === undefined ? '' : `;w=${p.window}`}`)
+      .map((p) => `${sfString(p.name)};q=${p.quota}${p.window === undefined ? '' : `;w=${p.window}`}${p.concurrent === true ? ';qu="concurrent-requests"' : ''}`)
       .join(', '),
     RateLimit: `${sfString(tightest.name)};r=${tightest.remaining};t=${tightest.seconds}`,
   }),
@@ -114,7 +119,7 @@ export function rateLimitHeaders(
   const format = oneOf('format', options.format ?? 'draft-10', HEADER_FORMATS);
   const policies = isList(input)
     ? policiesOf(input)
-    : [policyOf(input, options.name ?? 'default', options.windowMs, '')];
+    : [withUnit(policyOf(input, options.name ?? 'default', options.windowMs, ''), options.quotaUnit, 'quotaUnit')];
   const tightest = policies.reduce((a, b) => (tighter(b, a) ? b : a));
   const headers = WRITERS[format](policies, tightest, true);
   const refused = policies.filter((p) => p.refused);
@@ -131,8 +136,9 @@ export function headerWriter(options: RateLimitHeaderOptions): (decision: Decisi
   const write = WRITERS[oneOf('format', options.format ?? 'draft-10', HEADER_FORMATS)];
   const name = policyName('name', options.name ?? 'default');
   const { windowMs } = options;
+  const concurrent = oneOf('quotaUnit', options.quotaUnit ?? 'requests', QUOTA_UNITS) === 'concurrent-requests';
   return (decision) => {
-    const policy = policyOf(decision, name, windowMs, '');
+    const policy = concurrent ? { ...policyOf(decision, name, windowMs, ''), concurrent } : policyOf(decision, name, windowMs, '');
     const policies = [policy];
     const headers = write(policies, policy, true);
     if (policy.refused) headers['Retry-After'] = String(policy.seconds);
@@ -148,7 +154,7 @@ export function headerWriter(options: RateLimitHeaderOptions): (decision: Decisi
 export function policyWriter(format: HeaderFormat): (list: readonly PolicyDecision[], binding: number) => Record<string, string> {
   const write = WRITERS[format];
   return (list, binding) => {
-    const policies = list.map((entry, i) => policyOf(entry.decision, entry.name, entry.windowMs, `policies[${i}].`));
+    const policies = list.map((entry, i) => withUnit(policyOf(entry.decision, entry.name, entry.windowMs, `policies[${i}].`), entry.quotaUnit, `policies[${i}].quotaUnit`));
     const chosen = policies[binding]!;
     const headers = write(policies, chosen, false);
     if (chosen.refused) headers['Retry-After'] = String(chosen.seconds);

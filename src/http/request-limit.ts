@@ -7,7 +7,7 @@ import type { AsyncReservation, Reservation } from '../limiter/reservation';
 import { assertObject, oneOf, optionalFunction, positiveNumber } from './check';
 import { FORWARDED_HEADERS, forwardedClient, type ForwardedHeader } from './forwarded';
 import { addressKey } from './ip-address';
-import type { PolicyDecision } from './policy';
+import { QUOTA_UNITS, type PolicyDecision, type QuotaUnit } from './policy';
 import { HEADER_FORMATS, headerWriter, policyWriter, retryAfterOnly, type HeaderFormat } from './rate-limit-headers';
 import { policyName } from './structured-field';
 
@@ -50,6 +50,12 @@ export interface RateLimitOptions<Args extends unknown[]> {
   name?: string | undefined;
   /** The policy window in ms, advertised as `w`; give the limiter's rule window. @default undefined (no `w`) */
   windowMs?: number | undefined;
+  /**
+   * What the limit counts: `'concurrent-requests'` for an in-flight limit (a `Concurrency`, alone in
+   * its limiter), advertised as `qu="concurrent-requests"`; a refusal's `Retry-After` is then at most
+   * one second (see "In-flight limits" in docs/http.md). @default 'requests'
+   */
+  quotaUnit?: QuotaUnit | undefined;
   /**
    * How many reverse proxies in front of the server to trust (0 to 16). With n > 0 the client is the
    * n-th address from the right of the forwarding header (counting the peer as the nearest proxy);
@@ -117,6 +123,8 @@ export interface RateLimitPart<Args extends unknown[]> {
   name?: string | undefined;
   /** This policy's window in ms, advertised as `w`. @default undefined (no `w`) */
   windowMs?: number | undefined;
+  /** What this limit counts, as the middleware's `quotaUnit`. @default 'requests' */
+  quotaUnit?: QuotaUnit | undefined;
   /** The key the request counts under for this limit. @default the middleware's `key` */
   key?: ((...args: Args) => string | Promise<string>) | undefined;
   /** What the request costs under this limit. @default the middleware's `cost` */
@@ -186,9 +194,11 @@ export interface Verdict {
   readonly headers: Record<string, string>;
   /**
    * Settles an allowed request's reservation with its response status, once the server has chosen
-   * it; undefined when there is nothing to settle. Never rejects: failures go to `onSettleError`.
+   * it, or undefined when the client left before any status: then every part keeps what it reserved
+   * (nothing is given back, `settle` is not called) and lets go of its in-flight permits. Undefined
+   * when there is nothing to settle. Never rejects: failures go to `onSettleError`.
    */
-  readonly finish: ((status: number) => Promise<void>) | undefined;
+  readonly finish: ((status: number | undefined) => Promise<void>) | undefined;
   /**
    * Whether the options ask for `finish` (settling by the status); otherwise it only lets go of what
    * a reservation in memory holds, and a response that cannot tell when it is done may skip it.
@@ -212,6 +222,7 @@ interface Part<Args extends unknown[]> {
   readonly limiter: RateLimiter | AsyncRateLimiter;
   readonly name: string;
   readonly windowMs: number | undefined;
+  readonly quotaUnit: QuotaUnit | undefined;
   readonly key: ((...args: Args) => string | Promise<string>) | undefined;
   readonly cost: ((...args: Args) => number | Promise<number>) | undefined;
   readonly settle: ((status: number, ...args: Args) => number | Promise<number>) | undefined;
@@ -234,7 +245,7 @@ const heldBy = new WeakMap<object, Held[]>();
 /** Checks the shared options once, eagerly, and returns the per-request decision they describe. */
 export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<Args>, adapter: string): RequestLimit<Args> {
   assertObject(`${adapter} options`, options);
-  const { limiter, key, cost, skip, headers = 'draft-10', name = 'default', windowMs } = options;
+  const { limiter, key, cost, skip, headers = 'draft-10', name = 'default', windowMs, quotaUnit } = options;
   const { trustProxies = 0, forwardedHeader = 'x-forwarded-for', countPreflight = false } = options;
   const { skipFailedRequests = false, skipSuccessfulRequests = false, settle, onSettleError } = options;
   optionalFunction('key', key);
@@ -243,6 +254,7 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
   oneOf('headers', headers, [...HEADER_FORMATS, false]);
   policyName('name', name);
   if (windowMs !== undefined) positiveNumber('windowMs', windowMs);
+  if (quotaUnit !== undefined) oneOf('quotaUnit', quotaUnit, QUOTA_UNITS);
   integerIn('trustProxies', trustProxies, 0, 16);
   oneOf('forwardedHeader', forwardedHeader, FORWARDED_HEADERS);
   oneOf('countPreflight', countPreflight, [true, false]);
@@ -251,7 +263,7 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
   optionalFunction('settle', settle);
   optionalFunction('onSettleError', onSettleError);
   const skipping = skipFailedRequests || skipSuccessfulRequests;
-  const parts = partsOf(limiter, { name, windowMs, settle }, headers !== false);
+  const parts = partsOf(limiter, { name, windowMs, quotaUnit, settle }, headers !== false);
   const several = parts.length > 1;
   const settling = skipping || parts.some((part) => part.settle !== undefined);
   for (const [i, part] of parts.entries()) {
@@ -298,7 +310,7 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
     }
     return addressKey(client);
   };
-  const fields = headers === false ? retryAfterOnly : headerWriter({ format: headers, name: first.name, windowMs: first.windowMs });
+  const fields = headers === false ? retryAfterOnly : headerWriter({ format: headers, name: first.name, windowMs: first.windowMs, quotaUnit: first.quotaUnit });
   const listFields = headers === false ? (list: readonly PolicyDecision[], binding: number) => retryAfterOnly(list[binding]!.decision) : policyWriter(headers);
 
   /** A part's key: its own, else the middleware's, else the client's address. */
@@ -335,14 +347,14 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
         const decision = isThenable(answer) ? await answer : answer;
         // The fields first: they check a custom limiter's answer.
         const written = fields(decision);
-        const policies = [{ decision, name: first.name, windowMs: first.windowMs }];
+        const policies = [{ decision, name: first.name, windowMs: first.windowMs, quotaUnit: first.quotaUnit }];
         // Listed for the middlewares after it, with nothing to give back.
         if (holder !== undefined && decision.allowed) heldBy.set(holder, [{ policies, cancel: undefined, done: false }]);
         return { key: ids[0]!, decision: withParts(decision, policies), policy: first.name, headers: written, finish: undefined, settles: false };
       }
 
       const admission = await admitted(parts, ids, permits);
-      const own = admission.parts.map((decision, i) => ({ decision, name: parts[i]!.name, windowMs: parts[i]!.windowMs }));
+      const own = admission.parts.map((decision, i) => ({ decision, name: parts[i]!.name, windowMs: parts[i]!.windowMs, quotaUnit: parts[i]!.quotaUnit }));
       const before = earlier ?? [];
       const policies = [...before.flatMap((held) => held.policies), ...uniqueAfter(before, own)];
       const refused = !admission.decision.allowed;
@@ -357,9 +369,11 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
           }
         }
       }
-      const binding = policies.length - own.length + admission.parts.indexOf(admission.decision);
-      const chosen = refused ? binding : fewestLeft(policies);
-      const written = policies.length === 1 ? fields(policies[0]!.decision) : listFields(policies, chosen);
+      // The fields tell an in-flight refusal's wait as at most a second (the binding refusal is
+      // chosen among those waits); the decision in the handler keeps its own upper bound.
+      const told = policies.map(toldWait);
+      const chosen = refused ? longestWait(told) : fewestLeft(told);
+      const written = told.length === 1 ? fields(told[0]!.decision) : listFields(told, chosen);
       const decision = withParts(policies[chosen]!.decision, policies);
       let finish: Verdict['finish'];
       const holds = admission.holds;
@@ -373,7 +387,8 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
             if (mine.done) return;
             mine.done = true;
             try {
-              if ((skipFailedRequests && status >= 400) || (skipSuccessfulRequests && status < 400)) await holds.cancel();
+              if (status === undefined) await holds.settle([...permits]);
+              else if ((skipFailedRequests && status >= 400) || (skipSuccessfulRequests && status < 400)) await holds.cancel();
               else await holds.settle(await actualCosts(permits, status, args));
             } catch (error) {
               report(error, args);
@@ -417,7 +432,7 @@ async function admitted<Args extends unknown[]>(parts: readonly Part<Args>[], id
 /** The limits a middleware was given: `limiter` alone, or each of a list, with their options checked. */
 function partsOf<Args extends unknown[]>(
   limiter: RateLimitOptions<Args>['limiter'],
-  defaults: { name: string; windowMs: number | undefined; settle: RateLimitPart<Args>['settle'] },
+  defaults: { name: string; windowMs: number | undefined; quotaUnit: QuotaUnit | undefined; settle: RateLimitPart<Args>['settle'] },
   named: boolean,
 ): Part<Args>[] {
   if (!Array.isArray(limiter)) {
@@ -432,7 +447,7 @@ function partsOf<Args extends unknown[]>(
   const names = new Set<string>();
   return list.map((entry, i) => {
     assertObject(`\`limiter[${i}]\``, entry);
-    const { limiter: own, name = defaults.name, windowMs = undefined, key, cost, settle = defaults.settle } = entry;
+    const { limiter: own, name = defaults.name, windowMs = undefined, quotaUnit = undefined, key, cost, settle = defaults.settle } = entry;
     if (own === null || typeof own !== 'object' || typeof own.tryAcquire !== 'function') {
       throw typeError(`ratekeeper: \`limiter[${i}].limiter\` must be an object with a tryAcquire(key, permits) method, got ${describe(own)}`);
     }
@@ -440,10 +455,11 @@ function partsOf<Args extends unknown[]>(
     if (named && names.has(name)) throw rangeError(`ratekeeper: \`limiter[${i}].name\` repeats ${describe(name)}; each limit of a route needs its own name`);
     names.add(name);
     if (windowMs !== undefined) positiveNumber(`limiter[${i}].windowMs`, windowMs);
+    if (quotaUnit !== undefined) oneOf(`limiter[${i}].quotaUnit`, quotaUnit, QUOTA_UNITS);
     optionalFunction(`limiter[${i}].key`, key);
     optionalFunction(`limiter[${i}].cost`, cost);
     optionalFunction(`limiter[${i}].settle`, settle);
-    return { limiter: own, name, windowMs, key, cost, settle, inMemory: undefined };
+    return { limiter: own, name, windowMs, quotaUnit, key, cost, settle, inMemory: undefined };
   });
 }
 
@@ -460,6 +476,28 @@ function uniqueAfter(before: readonly Held[], own: PolicyDecision[]): PolicyDeci
     taken.add(name);
     return name === policy.name ? policy : { ...policy, name };
   });
+}
+
+/**
+ * A policy as the fields tell it. An in-flight refusal's `retryAfterMs` is when enough held leases
+ * end, an upper bound: a release usually comes long before (a response ends), so a client is told
+ * to retry in at most one second, the least `Retry-After` can say; a retry too early costs one more
+ * refusal, one too late leaves the capacity idle.
+ */
+function toldWait(policy: PolicyDecision): PolicyDecision {
+  const { decision } = policy;
+  if (policy.quotaUnit !== 'concurrent-requests' || decision.allowed || decision.retryAfterMs <= 1000) return policy;
+  return { ...policy, decision: { ...decision, retryAfterMs: 1000 } };
+}
+
+/** The refusing policy that waits longest, the first on a tie: the one a refused request binds on. */
+function longestWait(policies: readonly PolicyDecision[]): number {
+  let chosen = -1;
+  for (let i = 0; i < policies.length; i++) {
+    const { decision } = policies[i]!;
+    if (!decision.allowed && (chosen === -1 || decision.retryAfterMs > policies[chosen]!.decision.retryAfterMs)) chosen = i;
+  }
+  return chosen;
 }
 
 /** The policy with the fewest left, the first on a tie: the one a granted request binds on. */

@@ -121,7 +121,7 @@ export function trpcRateLimit<Call extends TrpcCallLike = TrpcCallLike>(options:
     }
     // As over Node: a client that left before the answer gets nothing back, or leaving would earn
     // refunds (a procedure that stops on the abort fails, and skipFailedRequests would give it back).
-    if (call.signal?.aborted !== true) void finish(result.ok ? 200 : httpStatusOf(result.error?.code));
+    void finish(call.signal?.aborted === true ? undefined : result.ok ? 200 : httpStatusOf(result.error?.code));
     return result;
   };
 }
