@@ -12,7 +12,7 @@ import Fastify, { type FastifyRequest } from 'fastify';
 import { type Context, Hono } from 'hono';
 import Koa from 'koa';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FixedWindow, KeyedRateLimiter, ManualClock, Rule, TokenBucket } from '../../src/index';
+import { Concurrency, FixedWindow, KeyedRateLimiter, ManualClock, Rule, TokenBucket } from '../../src/index';
 import {
   fastifyRateLimit,
   honoRateLimit,
@@ -241,5 +241,79 @@ describe('options of several limits', () => {
     ],
   ])('refuses %s', (_, list, error) => {
     expect(() => nodeRateLimit({ limiter: list as never })).toThrow(expect.objectContaining({ name: error.name, message: error.message }));
+  });
+});
+
+describe('nodeRateLimit with an in-flight limit beside a rate', () => {
+  let server: Running | undefined;
+  afterEach(async () => {
+    await server?.close();
+    server = undefined;
+  });
+
+  it('holds the in-flight permit until the response closes or the client goes; a refusal is at once, qu="concurrent-requests", Retry-After 1', async () => {
+    const clock = new ManualClock(0);
+    const rate = minute(10, clock);
+    const inFlight = new KeyedRateLimiter({ algorithm: () => new Concurrency(1), clock });
+    let release = () => {};
+    let arrived = () => {};
+    const app = express();
+    app.use(
+      nodeRateLimit({
+        key: () => 'alice',
+        limiter: [
+          { limiter: rate, name: 'rate', windowMs: 60_000 },
+          { limiter: inFlight, name: 'in-flight', quotaUnit: 'concurrent-requests' },
+        ],
+      }),
+    );
+    // After the limit's own: by the time it runs, the limit has let go of what the request held.
+    let closedOne = () => {};
+    app.use((req, res, next) => {
+      if (req.path !== '/') res.once('close', () => closedOne());
+      next();
+    });
+    app.get('/slow', (_req, res) => {
+      arrived();
+      release = () => void res.send('done');
+    });
+    app.get('/hang', () => arrived());
+    app.get('/', (_req, res) => void res.send('ok'));
+    server = await node(app.listen(0, '127.0.0.1'));
+    const url = server.url;
+    const waitFor = () => new Promise<void>((resolve) => (arrived = resolve));
+    const closing = () => new Promise<void>((resolve) => (closedOne = resolve));
+
+    let came = waitFor();
+    const slow = fetch(`${url}/slow`);
+    await came;
+    const refused = await fetch(`${url}/`);
+    expect(refused.status).toBe(429);
+    expect(limitFields(refused)).toEqual({
+      'ratelimit-policy': '"rate";q=10;w=60, "in-flight";q=1;qu="concurrent-requests"',
+      ratelimit: '"in-flight";r=0;t=1',
+      'retry-after': '1',
+    });
+    expect(rate.peek('alice', 0).remaining).toBe(9); // the refusal spent nothing on the rate
+    let closed = closing();
+    release();
+    expect((await slow).status).toBe(200);
+    await closed;
+    const next = await fetch(`${url}/`);
+    expect(next.status).toBe(200);
+    expect(limitFields(next).ratelimit).toBe('"in-flight";r=0;t=60');
+
+    // A client that goes before any status: the rate keeps the request, the in-flight permit comes back.
+    came = waitFor();
+    const abort = new AbortController();
+    const hanging = fetch(`${url}/hang`, { signal: abort.signal }).catch(() => undefined);
+    await came;
+    expect((await fetch(`${url}/`)).status).toBe(429);
+    closed = closing();
+    abort.abort();
+    await hanging;
+    await closed;
+    expect((await fetch(`${url}/`)).status).toBe(200);
+    expect(rate.peek('alice', 0).remaining).toBe(6);
   });
 });
