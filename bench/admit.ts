@@ -1,11 +1,13 @@
 // Issue 25's targets for `admit` in memory: an admission of three parts (requests per user,
 // requests per org, tokens per org) against the three `reserve` calls it is made of, and the same
 // with each admission settled against each reservation settled. CPU time, interleaved rounds,
-// median of per-round ratios. Run alone: `node --expose-gc --import tsx bench/admit.ts` prints JSON.
+// median of per-round ratios. Run by run.ts; alone, `node --expose-gc --import tsx bench/admit.ts`
+// prints its table.
 import { admit, KeyedRateLimiter, Rule, TokenBucket, type Reservation } from '../src/index';
 import { type Contender } from './contenders';
 import { measure, sunkValue } from './measure';
-import { median, ratioMedian } from './stats';
+import { sendToParent } from './child';
+import { formatNumber, formatRatio, markdownTable, median, ratioMedian, textTable } from './stats';
 
 const USERS = 1024;
 const ORGS = 16;
@@ -88,7 +90,22 @@ export async function admitBench(rounds = 15): Promise<AdmitResult> {
   };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+/** The two rows of issue 25's `admit` targets, as text and as RESULTS.md markdown. */
+export function renderAdmit(result: AdmitResult): { text: string; markdown: string } {
+  const { ns, ratios } = result;
+  const rows = [
+    ['operation', 'admit ns', '3 × reserve ns', 'ratio (target ≤ 1.2×)'],
+    ['admit of 3 parts', formatNumber(ns['admit of 3'] ?? NaN), formatNumber(ns['3 × reserve'] ?? NaN), formatRatio(ratios.admit)],
+    ['admit of 3 + settle', formatNumber(ns['admit of 3 + settle'] ?? NaN), formatNumber(ns['3 × reserve + settle'] ?? NaN), formatRatio(ratios.admitSettle)],
+  ];
+  const title = 'admit: three parts in memory beside three reserve calls';
+  const about =
+    'CPU ns per operation: requests per user (1024 users), requests per org (16 orgs) and 1000 tokens per org, each a KeyedRateLimiter of a TokenBucket that never refuses; admit of the three parts beside three reserve calls, and each settled (1, 1, 700) beside each reservation settled. 15 interleaved rounds; the ratio is the median of per-round ratios.';
+  return { text: `\n${title}\n${textTable(rows)}\n`, markdown: `\n## ${title}\n\n${about}\n\n${markdownTable(rows)}\n` };
+}
+
+if (process.argv[1]?.endsWith('admit.ts')) {
   const result = await admitBench();
-  console.log(JSON.stringify({ ...result, sunk: sunkValue() % 2 }, null, 2));
+  if (process.send === undefined) console.log(renderAdmit(result).text, `(sink ${sunkValue() % 2})`);
+  sendToParent(result);
 }
