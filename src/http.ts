@@ -1,11 +1,11 @@
 export { rateLimitHeaders } from './http/rate-limit-headers';
 export type { HeaderFormat, RateLimitHeaderOptions } from './http/rate-limit-headers';
-export type { PolicyDecision } from './http/policy';
+export type { PolicyDecision, QuotaUnit } from './http/policy';
 export { addressKey } from './http/ip-address';
 export { resolveClientAddress } from './http/client-address';
 export type { ClientAddressOptions, HeadersLike } from './http/client-address';
 export type { ForwardedHeader } from './http/forwarded';
-export type { RateLimitOptions, ReservingRateLimiter } from './http/request-limit';
+export type { RateLimitOptions, RateLimitPart, RequestDecision, ReservingRateLimiter } from './http/request-limit';
 export { withRateLimit, rateLimitOf } from './http/fetch-adapter';
 export type { FetchRateLimitOptions } from './http/fetch-adapter';
 export { honoRateLimit } from './http/hono-adapter';

@@ -27,3 +27,5 @@ export type { LeasingRateLimiter, PaceOptions, WaitingRateLimiter } from './limi
 export { pace, RateLimitedError } from './limiter/pace';
 export type { ChangeEvent, DecisionEvent, ObservedDecision, Observed, ObserveOptions } from './limiter/observe';
 export { observe } from './limiter/observe';
+export type { Admission, AdmissionPart, AdmitOptions, AdmittingRateLimiter, MemoryAdmission, MemoryAdmittingRateLimiter, StoreAdmission } from './limiter/admit';
+export { admit } from './limiter/admit';

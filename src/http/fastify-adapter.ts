@@ -1,8 +1,8 @@
-import type { Decision, Rejected } from '../core/decision';
+import type { Rejected } from '../core/decision';
 import { optionalFunction } from './check';
 import { type NodeResponseLike, settleOnClose } from './node-adapter';
 import { PROBLEM_JSON, quotaExceeded } from './problem';
-import { incomingConnection, requestLimit, type RateLimitOptions } from './request-limit';
+import { incomingConnection, requestLimit, type RateLimitOptions, type RequestDecision } from './request-limit';
 
 /** The part of Fastify's request the hook uses, so that fastify is never imported. */
 export interface FastifyRequestLike {
@@ -73,17 +73,17 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
   const { onRejected } = options;
 
   return async (request, reply) => {
-    const verdict = await limit.check(incomingConnection(request.method, () => request.raw.socket.remoteAddress, request.headers), request);
+    const verdict = await limit.check(incomingConnection(request.method, () => request.raw.socket.remoteAddress, request.headers), request.raw, request);
     if (verdict === undefined) return undefined;
     const { decision, headers, finish } = verdict;
-    (request as { rateLimit?: Decision }).rateLimit = decision;
+    (request as { rateLimit?: RequestDecision }).rateLimit = decision;
     for (const [name, value] of Object.entries(headers)) reply.header(name, value);
-    if (finish !== undefined) settleOnClose(reply.raw, finish);
+    if (finish !== undefined) settleOnClose(reply.raw, finish, verdict.settles);
     if (decision.allowed) return undefined;
     if (onRejected !== undefined) {
       await onRejected(request, reply, decision);
     } else {
-      const refusal = quotaExceeded(headers, limit.name);
+      const refusal = quotaExceeded(headers, verdict.policy);
       reply.code(refusal.status);
       reply.header('Content-Type', PROBLEM_JSON);
       // Bytes, not a string: Fastify appends `; charset=utf-8` to a string's type, which JSON media types do not define.

@@ -2,7 +2,7 @@ import type { Decision, Rejected } from '../core/decision';
 import { typeError } from '../core/errors';
 import { optionalFunction } from './check';
 import { quotaExceeded } from './problem';
-import { requestLimit, type RateLimitOptions } from './request-limit';
+import { requestLimit, type RateLimitOptions, type RequestDecision } from './request-limit';
 import { runtimePeer } from './runtime-peer';
 
 /**
@@ -34,7 +34,7 @@ export interface FetchRateLimitOptions<Args extends unknown[] = []> extends Rate
   onRejected?: ((request: Request, decision: Rejected) => Response | Promise<Response>) | undefined;
 }
 
-const decisions = new WeakMap<Request, Decision>();
+const decisions = new WeakMap<Request, RequestDecision>();
 
 /**
  * The decision `withRateLimit` reached for a request, for its handler to read; undefined for a
@@ -51,7 +51,7 @@ const decisions = new WeakMap<Request, Decision>();
  * );
  * ```
  */
-export function rateLimitOf(request: Request): Decision | undefined {
+export function rateLimitOf(request: Request): RequestDecision | undefined {
   return decisions.get(request);
 }
 
@@ -92,6 +92,7 @@ export function withRateLimit<Args extends unknown[]>(
         peer: () => (clientAddress === undefined ? runtimePeer(args[0], request) : clientAddress(request, ...args)),
       },
       request,
+      request,
     );
     if (verdict === undefined) return handler(request, ...args);
     const { decision, headers, finish } = verdict;
@@ -111,7 +112,7 @@ export function withRateLimit<Args extends unknown[]>(
       return withHeaders(response, headers);
     }
     if (onRejected !== undefined) return withHeaders(await onRejected(request, decision), headers);
-    const refusal = quotaExceeded(headers, limit.name);
+    const refusal = quotaExceeded(headers, verdict.policy);
     return new Response(refusal.body, { status: refusal.status, headers: refusal.headers });
   };
 }

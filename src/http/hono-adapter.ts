@@ -2,7 +2,7 @@ import type { Decision, Rejected } from '../core/decision';
 import { optionalFunction } from './check';
 import { withHeaders } from './fetch-adapter';
 import { quotaExceeded } from './problem';
-import { requestLimit, type RateLimitOptions } from './request-limit';
+import { requestLimit, type RateLimitOptions, type RequestDecision } from './request-limit';
 import { runtimePeer } from './runtime-peer';
 
 /** The part of Hono's `Context` the middleware uses, so that hono is never imported. */
@@ -33,8 +33,8 @@ export interface HonoContextLike {
  * ```
  */
 export interface RateLimitVariables {
-  /** The decision for this request; undefined when it was skipped. */
-  rateLimit: Decision | undefined;
+  /** The decision for this request (every policy's in `parts`); undefined when it was skipped. */
+  rateLimit: RequestDecision | undefined;
 }
 
 /**
@@ -100,6 +100,7 @@ export function honoRateLimit<C extends HonoContextLike = HonoContextLike>(
         header: (name) => c.req.raw.headers.get(name) ?? undefined,
         peer: () => (clientAddress === undefined ? runtimePeer(c.env, c.req.raw) : clientAddress(c)),
       },
+      c.req.raw,
       c,
     );
     if (verdict === undefined) {
@@ -125,7 +126,7 @@ export function honoRateLimit<C extends HonoContextLike = HonoContextLike>(
       return undefined;
     }
     if (onRejected !== undefined) return withHeaders(await onRejected(c, decision), headers);
-    const refusal = quotaExceeded(headers, limit.name);
+    const refusal = quotaExceeded(headers, verdict.policy);
     return new Response(refusal.body, { status: refusal.status, headers: refusal.headers });
   };
 }

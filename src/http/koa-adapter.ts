@@ -2,7 +2,7 @@ import type { Decision, Rejected } from '../core/decision';
 import { optionalFunction } from './check';
 import { type NodeRequestLike, type NodeResponseLike, settleOnClose } from './node-adapter';
 import { quotaExceeded } from './problem';
-import { incomingConnection, requestLimit, type RateLimitOptions } from './request-limit';
+import { incomingConnection, requestLimit, type RateLimitOptions, type RequestDecision } from './request-limit';
 
 /** The part of Koa's `Context` the middleware uses, so that koa is never imported. */
 export interface KoaContextLike {
@@ -35,8 +35,8 @@ export interface KoaContextLike {
  * ```
  */
 export interface RateLimitState {
-  /** The decision for this request; undefined when it was skipped. */
-  rateLimit?: Decision | undefined;
+  /** The decision for this request (every policy's in `parts`); undefined when it was skipped. */
+  rateLimit?: RequestDecision | undefined;
 }
 
 /**
@@ -99,7 +99,7 @@ export function koaRateLimit<C extends KoaContextLike = KoaContextLike>(options:
           'Set `trustProxies` to the number of proxies in front of the server (or pass `key`).',
       );
     }
-    const verdict = await limit.check(incomingConnection(ctx.method, () => ctx.req.socket.remoteAddress, ctx.req.headers), ctx);
+    const verdict = await limit.check(incomingConnection(ctx.method, () => ctx.req.socket.remoteAddress, ctx.req.headers), ctx.req, ctx);
     if (verdict === undefined) {
       await next();
       return;
@@ -109,7 +109,7 @@ export function koaRateLimit<C extends KoaContextLike = KoaContextLike>(options:
     for (const name in headers) ctx.set(name, headers[name]!);
     if (!decision.allowed) {
       if (onRejected !== undefined) return onRejected(ctx, decision);
-      const refusal = quotaExceeded(headers, limit.name);
+      const refusal = quotaExceeded(headers, verdict.policy);
       ctx.status = refusal.status;
       ctx.set('Content-Type', refusal.headers['Content-Type']!);
       ctx.body = refusal.body;
@@ -120,12 +120,12 @@ export function koaRateLimit<C extends KoaContextLike = KoaContextLike>(options:
       await next();
       return;
     }
-    const settleOnce = (status: number) => {
+    const settleOnce = (status: number | undefined) => {
       const settling = finish;
       finish = undefined;
       return settling === undefined ? Promise.resolve() : settling(status);
     };
-    settleOnClose(ctx.res, settleOnce);
+    settleOnClose(ctx.res, settleOnce, verdict.settles);
     try {
       await next();
     } catch (error) {

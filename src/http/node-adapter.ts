@@ -1,8 +1,8 @@
-import type { Decision, Rejected } from '../core/decision';
+import type { Rejected } from '../core/decision';
 import { typeError } from '../core/errors';
 import { optionalFunction } from './check';
 import { PROBLEM_JSON, quotaExceeded } from './problem';
-import { incomingConnection, requestLimit, type RateLimitOptions } from './request-limit';
+import { incomingConnection, requestLimit, type RateLimitOptions, type RequestDecision } from './request-limit';
 
 /**
  * The part of Node's `IncomingMessage` the middleware reads. Declared here rather than imported, so
@@ -29,8 +29,11 @@ declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
   namespace Express {
     interface Request {
-      /** The decision `nodeRateLimit` reached for this request; undefined when it was skipped. */
-      rateLimit?: Decision;
+      /**
+       * The decision `nodeRateLimit` reached for this request (the binding policy's, every policy's in
+       * `parts`); undefined when it was skipped.
+       */
+      rateLimit?: RequestDecision;
     }
   }
 }
@@ -39,12 +42,19 @@ declare global {
  * Settles a request once its response is done: by the status the server sent, even if the client
  * left before the body ended. A client that leaves before any status was sent gets nothing back
  * (`settle` is not called): the server may have done the work, and disconnecting must never earn
- * a refund (under `skipSuccessfulRequests` it would make password guesses free).
+ * a refund (under `skipSuccessfulRequests` it would make password guesses free); its in-flight
+ * permits are let go all the same.
  */
-export function settleOnClose(res: NodeResponseLike | undefined, finish: (status: number) => Promise<void>): void {
-  if (typeof res?.once !== 'function') throw typeError('ratekeeper: settling after the response needs a response with once("close"), as Node\'s has');
+export function settleOnClose(res: NodeResponseLike | undefined, finish: (status: number | undefined) => Promise<void>, settles: boolean): void {
+  if (typeof res?.once !== 'function') {
+    // Without settling options finishing only lets go of a reservation in memory, which a key
+    // bounds anyway (64 receipts): a response without a close event does without.
+    if (!settles) return;
+    throw typeError('ratekeeper: settling after the response needs a response with once("close"), as Node\'s has');
+  }
   res.once('close', () => {
-    if (res.headersSent) void finish(res.statusCode);
+    // A client gone before any status: nothing given back, but what is held in flight is let go.
+    void finish(res.headersSent ? res.statusCode : undefined);
   });
 }
 
@@ -98,18 +108,18 @@ export function nodeRateLimit<Req extends NodeRequestLike = NodeRequestLike, Res
 
   /** Resolves true when the request may go on; the response is ended otherwise. */
   const admit = async (req: Req, res: Res): Promise<boolean> => {
-    const verdict = await limit.check(incomingConnection(req.method, () => req.socket.remoteAddress, req.headers), req);
+    const verdict = await limit.check(incomingConnection(req.method, () => req.socket.remoteAddress, req.headers), req, req);
     if (verdict === undefined) return true;
     const { decision, headers, finish } = verdict;
-    (req as { rateLimit?: Decision }).rateLimit = decision;
+    (req as { rateLimit?: RequestDecision }).rateLimit = decision;
     if (!res.headersSent) for (const name in headers) res.setHeader(name, headers[name]!);
-    if (finish !== undefined) settleOnClose(res, finish);
+    if (finish !== undefined) settleOnClose(res, finish, verdict.settles);
     if (decision.allowed) return true;
     if (onRejected !== undefined) {
       await onRejected(req, res, decision);
       return false;
     }
-    const refusal = quotaExceeded(headers, limit.name);
+    const refusal = quotaExceeded(headers, verdict.policy);
     res.statusCode = refusal.status;
     res.setHeader('Content-Type', PROBLEM_JSON);
     res.end(refusal.body);

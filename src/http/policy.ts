@@ -3,7 +3,7 @@ import { rangeError, typeError } from '../core/errors';
 import { ceilDiv } from '../core/exact';
 import { assertNumber, describe } from '../core/validate';
 import { windowOf } from '../store/decision-window';
-import { assertObject, positiveNumber } from './check';
+import { assertObject, oneOf, positiveNumber } from './check';
 import { policyName, sfInteger } from './structured-field';
 
 /**
@@ -25,7 +25,19 @@ export interface PolicyDecision {
   readonly name: string;
   /** The policy's window in ms, as `RateLimitHeaderOptions.windowMs` (advertised as `w`). */
   readonly windowMs?: number | undefined;
+  /** What the quota counts, as `RateLimitHeaderOptions.quotaUnit` (advertised as `qu`). @default 'requests' */
+  readonly quotaUnit?: QuotaUnit | undefined;
 }
+
+/**
+ * What a policy's quota counts (draft-ietf-httpapi-ratelimit-headers-11 `qu`): requests over time
+ * (the default, not written), or requests in flight at once (a `Concurrency` limit), advertised as
+ * `qu="concurrent-requests"` in draft-10 fields.
+ */
+export type QuotaUnit = 'requests' | 'concurrent-requests';
+
+/** The units `quotaUnit` takes. */
+export const QUOTA_UNITS: readonly QuotaUnit[] = ['requests', 'concurrent-requests'];
 
 /** A policy reduced to the integers the fields carry. */
 export interface Policy {
@@ -36,6 +48,8 @@ export interface Policy {
   readonly seconds: number;
   readonly window: number | undefined;
   readonly refused: boolean;
+  /** True for a quota of requests in flight (`qu="concurrent-requests"`). */
+  readonly concurrent?: boolean;
 }
 
 /** Reduces a composite limit's policies, whose names must differ so that `RateLimit` can point at one. */
@@ -45,7 +59,7 @@ export function policiesOf(list: readonly PolicyDecision[]): Policy[] {
   return list.map((entry, i) => {
     const at = `policies[${i}].`;
     assertObject(`\`policies[${i}]\``, entry);
-    const policy = policyOf(entry.decision, entry.name, entry.windowMs, at);
+    const policy = withUnit(policyOf(entry.decision, entry.name, entry.windowMs, at), entry.quotaUnit, `${at}quotaUnit`);
     if (seen.has(policy.name)) {
       throw rangeError(`ratekeeper: \`${at}name\` repeats ${describe(policy.name)}; each policy needs its own name`);
     }
@@ -80,6 +94,11 @@ export function policyOf(decision: Decision, name: unknown, windowMs: unknown, a
     window: windowMs === undefined ? undefined : sfInteger(Math.max(1, ceilDiv(positiveNumber(`${at}windowMs`, windowMs), 1000))),
     refused,
   };
+}
+
+/** The policy with its quota unit, checked (`name` names the option in an error). */
+export function withUnit(policy: Policy, unit: unknown, name: string): Policy {
+  return oneOf(name, unit ?? 'requests', QUOTA_UNITS) === 'concurrent-requests' ? { ...policy, concurrent: true } : policy;
 }
 
 /** Checks a decision field: a decision from a custom limiter must still be a finite amount of at least 0. */

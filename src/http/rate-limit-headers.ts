@@ -1,7 +1,7 @@
 import type { Decision } from '../core/decision';
 import { rangeError } from '../core/errors';
 import { assertObject, oneOf } from './check';
-import { policiesOf, policyOf, tighter, type Policy, type PolicyDecision } from './policy';
+import { policiesOf, policyOf, QUOTA_UNITS, tighter, withUnit, type Policy, type PolicyDecision, type QuotaUnit } from './policy';
 import { policyName, sfString } from './structured-field';
 
 /** The header formats `rateLimitHeaders` can write, newest first. */
@@ -45,23 +45,29 @@ export interface RateLimitHeaderOptions {
    * is required. @default undefined
    */
   windowMs?: number | undefined;
+  /**
+   * What the quota counts: `'concurrent-requests'` for an in-flight limit (a `Concurrency`),
+   * advertised as `qu="concurrent-requests"` in `'draft-10'`'s `RateLimit-Policy`. @default 'requests'
+   */
+  quotaUnit?: QuotaUnit | undefined;
 }
 
-type Writer = (policies: readonly Policy[], tightest: Policy) => Record<string, string>;
+/** `strict`: a list the format cannot carry throws, rather than leaving `RateLimit-Policy` out. */
+type Writer = (policies: readonly Policy[], tightest: Policy, strict: boolean) => Record<string, string>;
 
 const WRITERS: Record<HeaderFormat, Writer> = {
   'draft-10': (policies, tightest) => ({
     'RateLimit-Policy': policies
-      .map((p) => `${sfString(p.name)};q=${p.quota}${p.window === undefined ? '' : `;w=${p.window}`}`)
+      .map((p) => `${sfString(p.name)};q=${p.quota}${p.window === undefined ? '' : `;w=${p.window}`}${p.concurrent === true ? ';qu="concurrent-requests"' : ''}`)
       .join(', '),
     RateLimit: `${sfString(tightest.name)};r=${tightest.remaining};t=${tightest.seconds}`,
   }),
-  'draft-7': (policies, tightest) => ({
-    ...numberedPolicies(policies, 'draft-7'),
+  'draft-7': (policies, tightest, strict) => ({
+    ...numberedPolicies(policies, 'draft-7', strict),
     RateLimit: `limit=${tightest.quota}, remaining=${tightest.remaining}, reset=${tightest.seconds}`,
   }),
-  'draft-6': (policies, tightest) => ({
-    ...numberedPolicies(policies, 'draft-6'),
+  'draft-6': (policies, tightest, strict) => ({
+    ...numberedPolicies(policies, 'draft-6', strict),
     'RateLimit-Limit': String(tightest.quota),
     'RateLimit-Remaining': String(tightest.remaining),
     'RateLimit-Reset': String(tightest.seconds),
@@ -113,9 +119,9 @@ export function rateLimitHeaders(
   const format = oneOf('format', options.format ?? 'draft-10', HEADER_FORMATS);
   const policies = isList(input)
     ? policiesOf(input)
-    : [policyOf(input, options.name ?? 'default', options.windowMs, '')];
+    : [withUnit(policyOf(input, options.name ?? 'default', options.windowMs, ''), options.quotaUnit, 'quotaUnit')];
   const tightest = policies.reduce((a, b) => (tighter(b, a) ? b : a));
-  const headers = WRITERS[format](policies, tightest);
+  const headers = WRITERS[format](policies, tightest, true);
   const refused = policies.filter((p) => p.refused);
   if (refused.length > 0) headers['Retry-After'] = String(Math.max(...refused.map((p) => p.seconds)));
   return headers;
@@ -130,11 +136,28 @@ export function headerWriter(options: RateLimitHeaderOptions): (decision: Decisi
   const write = WRITERS[oneOf('format', options.format ?? 'draft-10', HEADER_FORMATS)];
   const name = policyName('name', options.name ?? 'default');
   const { windowMs } = options;
+  const concurrent = oneOf('quotaUnit', options.quotaUnit ?? 'requests', QUOTA_UNITS) === 'concurrent-requests';
   return (decision) => {
-    const policy = policyOf(decision, name, windowMs, '');
+    const policy = concurrent ? { ...policyOf(decision, name, windowMs, ''), concurrent } : policyOf(decision, name, windowMs, '');
     const policies = [policy];
-    const headers = write(policies, policy);
+    const headers = write(policies, policy, true);
     if (policy.refused) headers['Retry-After'] = String(policy.seconds);
+    return headers;
+  };
+}
+
+/**
+ * The fields of a route's several policies, `binding` the one `RateLimit` reports (and whose wait
+ * is `Retry-After` when refused), for middleware: the names are unique already. Where draft-6/-7
+ * cannot list the policies (two with one quota) `RateLimit-Policy` is left out, not thrown for.
+ */
+export function policyWriter(format: HeaderFormat): (list: readonly PolicyDecision[], binding: number) => Record<string, string> {
+  const write = WRITERS[format];
+  return (list, binding) => {
+    const policies = list.map((entry, i) => withUnit(policyOf(entry.decision, entry.name, entry.windowMs, `policies[${i}].`), entry.quotaUnit, `policies[${i}].quotaUnit`));
+    const chosen = policies[binding]!;
+    const headers = write(policies, chosen, false);
+    if (chosen.refused) headers['Retry-After'] = String(chosen.seconds);
     return headers;
   };
 }
@@ -152,10 +175,11 @@ function isList(input: Decision | readonly PolicyDecision[]): input is readonly 
  * The draft-6/-7 `RateLimit-Policy`: Integer items whose required `w` needs a known window, and which
  * may not repeat a quota value (draft-7 §3.5), so the field is left out or refused rather than malformed.
  */
-function numberedPolicies(policies: readonly Policy[], format: HeaderFormat): Record<string, string> {
+function numberedPolicies(policies: readonly Policy[], format: HeaderFormat, strict: boolean): Record<string, string> {
   if (policies.some((p) => p.window === undefined)) return {};
   const quotas = new Set(policies.map((p) => p.quota));
   if (quotas.size < policies.length) {
+    if (!strict) return {};
     throw rangeError(`ratekeeper: ${format} cannot list two policies with the same limit; use 'draft-10', which names them`);
   }
   return { 'RateLimit-Policy': policies.map((p) => `${p.quota};w=${p.window}`).join(', ') };

@@ -103,7 +103,7 @@ export function trpcRateLimit<Call extends TrpcCallLike = TrpcCallLike>(options:
   const keyed = options.key !== undefined;
 
   return async <R extends TrpcResultLike>(call: Call & { next(options?: { ctx: RateLimitState }): Promise<R> }) => {
-    const verdict = await limit.check(keyed ? UNREAD : connectionOf(call.ctx), call);
+    const verdict = await limit.check(keyed ? UNREAD : connectionOf(call.ctx), undefined, call);
     if (verdict === undefined) return call.next();
     const { key, decision, headers, finish } = verdict;
     if (!decision.allowed) {
@@ -121,7 +121,7 @@ export function trpcRateLimit<Call extends TrpcCallLike = TrpcCallLike>(options:
     }
     // As over Node: a client that left before the answer gets nothing back, or leaving would earn
     // refunds (a procedure that stops on the abort fails, and skipFailedRequests would give it back).
-    if (call.signal?.aborted !== true) void finish(result.ok ? 200 : httpStatusOf(result.error?.code));
+    void finish(call.signal?.aborted === true ? undefined : result.ok ? 200 : httpStatusOf(result.error?.code));
     return result;
   };
 }

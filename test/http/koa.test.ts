@@ -6,7 +6,7 @@ import Koa from 'koa';
 import Koa2 from 'koa-2';
 import { afterEach, describe, expect, expectTypeOf, it, vi } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket, type Decision } from '../../src/index';
-import { koaRateLimit, type KoaRateLimitOptions, type RateLimitState } from '../../src/http';
+import { koaRateLimit, type KoaRateLimitOptions, type RateLimitState, type RequestDecision } from '../../src/http';
 import { redisPort } from '../redis/helpers/clients';
 import { stoppableRedis } from './support/outage';
 import { limitFields, listening } from './support/servers';
@@ -124,7 +124,7 @@ describe.each([
   it('is typed: the callbacks see the context given, the handlers ctx.state.rateLimit through RateLimitState', () => {
     const app = new Application<RateLimitState>();
     app.use(koaRateLimit<Koa.Context>({ limiter: threePerMinute(), key: (ctx) => ctx.get('x-api-key') }));
-    app.use((ctx) => expectTypeOf(ctx.state.rateLimit).toEqualTypeOf<Decision | undefined>());
+    app.use((ctx) => expectTypeOf(ctx.state.rateLimit).toEqualTypeOf<RequestDecision | undefined>());
     // @ts-expect-error onRejected answers through ctx; it returns no Response
     koaRateLimit({ limiter: threePerMinute(), onRejected: () => new Response() });
   });

@@ -61,8 +61,12 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * reconfigure, `pace` leasing and `observe` forwarding `lease`: measured before issue 24 merged,
  * +2.00 KB core (14 699 B) and +0.95 KB KeyedRateLimiter + TokenBucket (9 747 B); merged with
  * issue 24 the core 14 957 B, the limiter built from Rule too 9 972 B; the budgets moved up to those.
+ * Issue 25's `admit` (one admission across limiters and keys: in order, peek after a refusal, give
+ * back, store parts as Promises, settle per part; limiter/admit.ts 3.4 KB minified): +1 050 B core
+ * measured with the in-flight limits merged (14 964 -> 16 014 B, same build); the core budget moved
+ * up by as much (1.04 KB). It shakes out of the limiter alone.
  */
-const CORE_BUDGET = 14.61 * 1024;
+const CORE_BUDGET = 15.65 * 1024;
 const SHAKEN_BUDGET = 9.74 * 1024;
 
 interface Measured {

@@ -6,7 +6,7 @@ import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import { Hono } from 'hono';
 import Koa from 'koa';
 import Koa2 from 'koa-2';
-import type { Decision } from '../../../src/index';
+import type { AsyncRateLimiter, Decision, RateLimiter } from '../../../src/index';
 import {
   fastifyRateLimit,
   honoRateLimit,
@@ -31,7 +31,8 @@ type Header = (name: string) => string | undefined;
  * What a test configures, free of any framework: callbacks see a header reader and the path, and
  * each launcher translates them to its adapter's own request type.
  */
-export interface Setup extends Omit<RateLimitOptions<never>, 'key' | 'cost' | 'skip' | 'settle' | 'onSettleError'> {
+export interface Setup extends Omit<RateLimitOptions<never>, 'limiter' | 'key' | 'cost' | 'skip' | 'settle' | 'onSettleError'> {
+  limiter: RateLimiter | AsyncRateLimiter;
   key?: (header: Header) => string;
   cost?: (header: Header) => number;
   skip?: (path: string) => boolean;

@@ -21,7 +21,7 @@ export const servers = [
       'test/limiter/observe',
       'test/stores/redis-',
       'test/stores/upstash',
-      ...['express-rate-limit', 'koa', 'nestjs', 'servers', 'trpc'].map((name) => `test/http/${name}.test`),
+      ...['express-rate-limit', 'koa', 'nestjs', 'servers', 'several-limits', 'trpc'].map((name) => `test/http/${name}.test`),
     ],
   },
   { name: 'valkey-server', present: () => hasRedisServer('valkey-server'), files: ['test/stores/valkey-', 'test/stores/glide-'] },
