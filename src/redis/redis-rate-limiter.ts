@@ -15,7 +15,8 @@ import { WaitQueue } from '../limiter/wait-queue';
 import { BatchSender, type Call } from './batch-sender';
 import { clientKeyPrefix, isClientClosed, isClusterClient, toScriptClient } from './client';
 import { Coalescer, InFlight } from './coalescer';
-import { KeyOperations, type RedisReceipt } from './key-operations';
+import { KeyOperations } from './key-operations';
+import { legacySplit, operationDecision, operationDone, receiptId } from './protocol';
 import type { RedisRateLimiterOptions } from './options';
 import type { RedisAlgorithm } from './scripts';
 import { outagePolicy, peekOutagePolicy } from './outage-policy';
@@ -101,7 +102,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     this.rule = toRule(rule);
     this.#algorithm = algorithm;
     const scriptClient = toScriptClient(client);
-    const plan = plans[algorithm];
+    const { script } = plans[algorithm];
     checkString('prefix', prefix);
     this.#prefix = prefix;
     this.#name = name;
@@ -109,7 +110,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
       checkString('name', name);
       if (name === '') throw typeError('ratekeeper: `name` must be a non-empty string, got ""');
     }
-    this.#keyPrefix = `${prefix}${name === undefined ? '' : `${name}:`}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
+    this.#keyPrefix = `${prefix}${name === undefined ? '' : `${name}:`}${algorithm}:`;
     claimNamespace(client, this.#keyPrefix, name !== undefined, (message) => console.warn(message));
     checkStoreOptions(clock, timeoutMs, onError);
     this.#clock = clock;
@@ -124,12 +125,13 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     };
     this.#refusals = refusalCacheFor(refusalCache);
     const starting = startUp(client);
+    // On a cluster the previous version's key is in another slot, out of the script's reach.
+    const split = isClusterClient(client) ? 0 : legacySplit(clientKeyPrefix(client) + this.#keyPrefix);
     if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
     this.#sender = new BatchSender({
       client: scriptClient,
-      plan,
-      ruleArgs: plan.ruleArgs(this.rule),
-      limit: this.rule.limit,
+      script,
+      split,
       callerClock: clock !== undefined,
       refusals: this.#refusals,
       fallback: (error, call) => {
@@ -141,7 +143,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     this.#timeouts = new CallTimeouts(timeoutMs, this.#sender.timedOut);
     this.#coalescer = batch ? new Coalescer(this.#sender.send, MAX_BATCH, scriptClient.ordered === true) : undefined;
     this.#slotPrefix = isClusterClient(client) ? clientKeyPrefix(client) : undefined;
-    this.#operations = new KeyOperations({ client: scriptClient, script: plan.script, ruleArgs: plan.ruleArgs(this.rule), limit: this.rule.limit, clock, timeoutMs, startUp: starting });
+    this.#operations = new KeyOperations({ client: scriptClient, script, split, clock, timeoutMs, startUp: starting });
     // A wait ends when the store can no longer answer: with a client closed for good, a degraded
     // refusal would be tried again for ever, its timer keeping the process alive.
     const attempt = (key: string, permits: number) =>
@@ -175,7 +177,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     if (known !== undefined) return Promise.resolve(known);
     return new Promise((resolve, reject) => {
       const redisKey = this.#keyPrefix + key;
-      const call: Call = { key, redisKey, permits, now, resolve, reject, deadline: this.#timeouts.deadline(), answered: false, script: undefined };
+      const call: Call = { key, redisKey, permits, now, rule: this.rule, resolve, reject, deadline: this.#timeouts.deadline(), answered: false, script: undefined };
       this.#timeouts.add(call);
       if (this.#coalescer === undefined) this.#sender.send([call], ALONE);
       else this.#coalescer.add(call, this.#slotPrefix === undefined ? 0 : hashSlot(this.#slotPrefix + redisKey));
@@ -204,11 +206,11 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     try {
       checkString('key', key);
       if (permits !== 0) checkPermits(permits, this.rule.limit);
-      reply = this.#operations.run(this.#keyPrefix + key, 'peek', this.#operations.reading(), [String(permits)]);
+      reply = this.#operations.run(this.#keyPrefix + key, 'peek', this.#operations.reading(), this.rule, [String(permits)]);
     } catch (error) {
       return Promise.reject(error);
     }
-    return reply.then((reply) => this.#operations.decision(reply)).catch((error: unknown) => this.#fallback(this.#peekPolicy, error, key, permits));
+    return reply.then((reply) => operationDecision(reply, this.rule.limit)).catch((error: unknown) => this.#fallback(this.#peekPolicy, error, key, permits));
   }
 
   /**
@@ -222,12 +224,12 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     let reply: Promise<unknown>;
     try {
       checkString('key', key);
-      reply = this.#operations.run(this.#keyPrefix + key, 'reset', '', []);
+      reply = this.#operations.run(this.#keyPrefix + key, 'reset', '', this.rule, []);
     } catch (error) {
       return Promise.reject(error);
     }
     return reply.then((reply) => {
-      this.#operations.done(reply);
+      operationDone(reply, this.rule.limit);
       this.#madeRoom(key);
     });
   }
@@ -256,11 +258,11 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
     try {
       checkString('key', key);
       checkCharge(permits);
-      reply = this.#operations.run(this.#keyPrefix + key, 'charge', this.#operations.reading(), [String(permits)]);
+      reply = this.#operations.run(this.#keyPrefix + key, 'charge', this.#operations.reading(), this.rule, [String(permits)]);
     } catch (error) {
       return Promise.reject(error);
     }
-    return reply.then((reply) => this.#operations.decision(reply));
+    return reply.then((reply) => operationDecision(reply, this.rule.limit));
   }
 
   /**
@@ -290,11 +292,11 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
       integerIn('durationMs', durationMs, 0, MAX_BLOCK_MS);
       const reading = this.#operations.reading();
       if (durationMs === 0) return Promise.resolve();
-      reply = this.#operations.run(this.#keyPrefix + key, 'block', reading, [String(durationMs)]);
+      reply = this.#operations.run(this.#keyPrefix + key, 'block', reading, this.rule, [String(durationMs)]);
     } catch (error) {
       return Promise.reject(error);
     }
-    return reply.then((reply) => this.#operations.done(reply));
+    return reply.then((reply) => operationDone(reply, this.rule.limit));
   }
 
   /**
@@ -319,26 +321,25 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
    */
   reserve(key: string, permits = 1): Promise<AsyncReservation> {
     let reply: Promise<unknown>;
+    // The receipt's id, drawn here: a key reset and reserved again holds others, so an old receipt
+    // gives nothing back (a chance of 2^-52 that it matches).
+    const receipt = receiptId();
     try {
       checkString('key', key);
       checkPermits(permits, this.rule.limit);
-      // The stamp a key's receipts carry, drawn here: a key reset and reserved again gets another,
-      // so an old receipt gives nothing back (a chance of 2^-52 that it matches).
-      const stamp = String(1 + Math.floor(Math.random() * 2 ** 52));
-      reply = this.#operations.run(this.#keyPrefix + key, 'reserve', this.#operations.reading(), [String(permits), stamp]);
+      reply = this.#operations.run(this.#keyPrefix + key, 'reserve', this.#operations.reading(), this.rule, [String(permits), receipt]);
     } catch (error) {
       return Promise.reject(error);
     }
     const degraded = async (error: unknown) => new AsyncKeyReservation(await this.#fallback(this.#policy, error, key, permits), undefined);
     return reply.then((reply) => {
-      let reserved: ReturnType<KeyOperations['reservation']>;
+      let decision: Decision;
       try {
-        reserved = this.#operations.reservation(reply);
+        decision = operationDecision(reply, this.rule.limit);
       } catch (error) {
         return degraded(error);
       }
-      const { decision, receipt } = reserved;
-      return new AsyncKeyReservation(decision, receipt === undefined ? undefined : (actual) => this.#settle(key, permits, receipt, actual));
+      return new AsyncKeyReservation(decision, decision.allowed ? (actual) => this.#settle(key, permits, receipt, actual) : undefined);
     }, degraded);
   }
 
@@ -387,16 +388,16 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
   }
 
   /** Settles a reservation: charges what was over, or gives back what was not used (only what is still counted). */
-  #settle(key: string, reserved: number, receipt: RedisReceipt, actual: number): Promise<Decision> {
+  #settle(key: string, reserved: number, receipt: string, actual: number): Promise<Decision> {
     if (actual > reserved) return this.charge(key, actual - reserved);
     let reply: Promise<unknown>;
     try {
-      reply = this.#operations.run(this.#keyPrefix + key, 'refund', this.#operations.reading(), [String(reserved - actual), ...receipt]);
+      reply = this.#operations.run(this.#keyPrefix + key, 'refund', this.#operations.reading(), this.rule, [String(reserved - actual), receipt]);
     } catch (error) {
       return Promise.reject(error);
     }
     return reply.then((reply) => {
-      const decision = this.#operations.decision(reply);
+      const decision = operationDecision(reply, this.rule.limit);
       if (actual < reserved) this.#madeRoom(key);
       return decision;
     });
