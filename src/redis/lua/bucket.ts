@@ -33,7 +33,7 @@ end
 
 -- What no bucket holds (NaN, more than full, deeper than the debt bound) is a foreign value.
 local function valid(r, units, partial, last)
-  if r.wide then return units <= r.limit and units >= -DEBT * r.limit and partial >= 0 and partial < r.per_token and partial % 1 == 0 and last < math.huge end
+  if r.wide then return units <= r.limit and units >= -DEBT * r.limit and partial >= 0 and partial < r.per_token and last < math.huge end
   return units <= r.capacity and units >= -DEBT * r.capacity and partial == 0 and last < math.huge
 end
 
@@ -184,7 +184,7 @@ local function legacy(r, state)
   local units, partial, last = 0, 0, 0
   if r.wide then units, partial, last = struct.unpack('<ddd', state) else units, last = struct.unpack('<dd', state) end
   local block = -math.huge
-  if #state > size then block = struct.unpack('<d', state, size + 1) end
+  if #state > size then block = legacy_tail(state, size + 1) end
   return units, partial, last, block
 end
 `,

@@ -72,7 +72,7 @@ local function legacy(r, state)
   if #state ~= 16 and #state ~= 32 then ${FOREIGN} end
   local stored, count = struct.unpack('<dd', state)
   local block = -math.huge
-  if #state == 32 then block = struct.unpack('<d', state, 17) end
+  if #state == 32 then block = legacy_tail(state, 17) end
   return stored, count, block
 end
 `,

@@ -69,7 +69,7 @@ end`
     -- Its stretch joins the previous receipt's.
     if i > 1 and lower(s.rc[3 * i - 1], s.rc[3 * i], s.rc[3 * i - 4], s.rc[3 * i - 3]) then s.rc[3 * i - 4], s.rc[3 * i - 3] = s.rc[3 * i - 1], s.rc[3 * i] end`
     : `s.body = { refund(r, now, permits, s.rc[3 * i - 1], unpack(s.body)) }`;
-  return `${PRELUDE}${codec.source}
+  return `${PRELUDE}${LEGACY_TAIL}${codec.source}
 local SIZE = ${size}
 
 -- The key as stored: its state under the call's rule r (carried over from another rule, or adopted
@@ -238,6 +238,22 @@ local function operations(OPERATIONS, decision)
 end
 ${MAIN}`;
 }
+
+/**
+ * For a codec's `legacy`: the block end of the previous version's tail at byte `at` (block end, a
+ * stamp, and for a bucket maybe a count of units refunds gave back), checked as that version did.
+ */
+const LEGACY_TAIL = `
+local function legacy_tail(state, at)
+  local block, stamp = struct.unpack('<dd', state, at)
+  if not (stamp >= 0 and stamp <= ${2 ** 52} and stamp % 1 == 0 and block == block and block < math.huge) then ${FOREIGN} end
+  if #state == at + 23 then
+    local credited = struct.unpack('<d', state, at + 16)
+    if not (credited >= 0 and credited <= MAX_SAFE) then ${FOREIGN} end
+  end
+  return block
+end
+`;
 
 /**
  * What every script does with its call (the shell's dispatch): ARGV[1] is either the number of

@@ -114,7 +114,7 @@ local function legacy(r, state)
   if #state ~= 32 and #state ~= 48 then ${FOREIGN} end
   local stored, previous, current, offset = struct.unpack('<dddd', state)
   local block = -math.huge
-  if #state == 48 then block = struct.unpack('<d', state, 33) end
+  if #state == 48 then block = legacy_tail(state, 33) end
   return stored, previous, current, offset, block
 end
 `,

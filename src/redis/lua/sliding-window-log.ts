@@ -174,6 +174,8 @@ local function load(key, r, now, split, writes)
     if first[2] == '-inf' then
       block = tonumber(string.match(first[1], '^meta:([^:]+):[^:]+$'))
       if not (block and block == block and block < math.huge) then not_ours() end
+    else
+      grant(first[1])
     end
     if not writes then return nil, block, {}, old_key end
     redis.call('RENAME', old_key, key)
