@@ -57,8 +57,8 @@ describe.skipIf(!redisPort)('exact bucket refunds over Redis', () => {
         let charged = 0;
         const permitsOf = (share: number) => 1 + Math.floor(share * (Math.min(rule.limit, 1000) - 1));
         const settleOne = async (pick: number) => {
-          const [{ reservation, kept }] = outstanding.splice(pick % outstanding.length, 1);
-          await reservation!.settle(kept);
+          const { reservation, kept } = outstanding.splice(pick % outstanding.length, 1)[0]!;
+          await reservation.settle(kept);
         };
         for (const { moveMs, kind, share, kept, pick } of events) {
           clock.advance(moveMs);

@@ -82,13 +82,13 @@ describe.skipIf(!redisPort)('rules per key over Redis: a key carries its usage o
     const before = new RedisRateLimiter({ client: redis, algorithm, rule: new Rule(10, 60_000), onStoreError: 'deny', clock, prefix, name: 'n' });
     const after = new RedisRateLimiter({ client: redis, algorithm, rule: new Rule(4, 10_000), onStoreError: 'deny', clock, prefix, name: 'n' });
     await before.tryAcquire('k', 6);
-    const stored = algorithm === 'sliding-window-log' ? await redis.zrange(`${prefix}n:${algorithm}:k`, 0, -1, 'WITHSCORES') : await redis.getBuffer(`${prefix}n:${algorithm}:k`);
+    const read = () => (algorithm === 'sliding-window-log' ? redis.zrange(`${prefix}n:${algorithm}:k`, '0', '-1', 'WITHSCORES') : redis.getBuffer(`${prefix}n:${algorithm}:k`));
+    const stored = await read();
     const twin = new KeyedRateLimiter({ algorithm: () => new twins[algorithm](new Rule(10, 60_000)), clock });
     twin.tryAcquire('k', 6);
     twin.reconfigure(() => new twins[algorithm](new Rule(4, 10_000)));
     expect(await after.peek('k', 0)).toStrictEqual(twin.peek('k', 0));
     expect(await after.peek('k', 1)).toStrictEqual(twin.peek('k', 1));
-    const now = algorithm === 'sliding-window-log' ? await redis.zrange(`${prefix}n:${algorithm}:k`, 0, -1, 'WITHSCORES') : await redis.getBuffer(`${prefix}n:${algorithm}:k`);
-    expect(now).toStrictEqual(stored);
+    expect(await read()).toStrictEqual(stored);
   });
 });
