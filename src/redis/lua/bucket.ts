@@ -16,7 +16,9 @@ import type { StringCodec } from './shell';
 export const BUCKET: StringCodec = {
   body: ['units', 'partial', 'last'],
   folds: true,
-  source: `${FLOOR_DIV}${CEIL_DIV}${MUL_DIV}
+  // What no bucket holds (NaN, more than full, deeper than the debt bound) is a foreign value.
+  valid: `(r.wide and units <= r.limit and units >= -DEBT * r.limit and partial >= 0 and partial < r.per_token and last < math.huge) or (not r.wide and units <= r.capacity and units >= -DEBT * r.capacity and partial == 0 and last < math.huge)`,
+  decide: `${FLOOR_DIV}${CEIL_DIV}${MUL_DIV}
 local function prepare(limit, window)
   local a, b = limit, window
   while b ~= 0 do a, b = b, a % b end
@@ -24,17 +26,6 @@ local function prepare(limit, window)
   local capacity = limit * per_token
   return { limit = limit, window = window, per_ms = per_ms, per_token = per_token, capacity = capacity,
     wide = (1 + DEBT) * capacity > MAX_SAFE, slack = math.min(math.floor(window / 4), SLACK_CAP) }
-end
-
-local function fresh(r)
-  if r.wide then return r.limit, 0, -math.huge end
-  return r.capacity, 0, -math.huge
-end
-
--- What no bucket holds (NaN, more than full, deeper than the debt bound) is a foreign value.
-local function valid(r, units, partial, last)
-  if r.wide then return units <= r.limit and units >= -DEBT * r.limit and partial >= 0 and partial < r.per_token and last < math.huge end
-  return units <= r.capacity and units >= -DEBT * r.capacity and partial == 0 and last < math.huge
 end
 
 -- For a wide bucket in debt: the whole ms until refill has repaid it, and the whole tokens and units
@@ -75,8 +66,41 @@ local function until_tokens(r, wanted, tokens, partial)
   return q
 end
 
+-- granted, remaining, retry, reset, then the state after a grant. In debt even 0 permits do not
+-- fit; for the state now (peek 0), simply none left.
+local function decide(r, now, permits, units, partial, last)
+  if now < last then now = last end
+  if r.wide then
+    units, partial = refill_wide(r, units, partial, now - last)
+    if units < permits then
+      local reset = until_tokens(r, r.limit, units, partial)
+      if permits == 0 then return true, 0, 0, reset end
+      return false, math.max(0, units), until_tokens(r, permits, units, partial), reset
+    end
+    local left = units - permits
+    return true, left, 0, until_tokens(r, r.limit, left, partial), left, partial, now
+  end
+  -- Refilled to now, capped at a full bucket (as level, inline: this runs once per decision).
+  units = units + (now - last) * r.per_ms
+  if units > r.capacity then units = r.capacity end
+  local cost = permits * r.per_token
+  if units < cost then
+    local reset = ceil_div(r.capacity - units, r.per_ms)
+    if permits == 0 then return true, 0, 0, reset end
+    return false, math.max(0, floor_div(units, r.per_token)), ceil_div(cost - units, r.per_ms), reset
+  end
+  local left = units - cost
+  return true, floor_div(left, r.per_token), 0, ceil_div(r.capacity - left, r.per_ms), left, 0, now
+end
+`,
+  rest: `
+function fresh(r)
+  if r.wide then return r.limit, 0, -math.huge end
+  return r.capacity, 0, -math.huge
+end
+
 -- The bucket refilled to now (a reading earlier than last counts as no time passing).
-local function level(r, now, units, partial, last)
+function level(r, now, units, partial, last)
   if now < last then now = last end
   if r.wide then
     units, partial = refill_wide(r, units, partial, now - last)
@@ -87,37 +111,8 @@ local function level(r, now, units, partial, last)
   return r.capacity, 0, now
 end
 
--- The time until the bucket is full again.
-local function until_full(r, units, partial)
-  if r.wide then return until_tokens(r, r.limit, units, partial) end
-  return ceil_div(r.capacity - units, r.per_ms)
-end
-
--- granted, remaining, retry, reset, then the state after a grant. In debt even 0 permits do not
--- fit; for the state now (peek 0), simply none left.
-local function decide(r, now, permits, units, partial, last)
-  units, partial, now = level(r, now, units, partial, last)
-  if r.wide then
-    if units < permits then
-      local reset = until_tokens(r, r.limit, units, partial)
-      if permits == 0 then return true, 0, 0, reset end
-      return false, math.max(0, units), until_tokens(r, permits, units, partial), reset
-    end
-    local left = units - permits
-    return true, left, 0, until_tokens(r, r.limit, left, partial), left, partial, now
-  end
-  local cost = permits * r.per_token
-  if units < cost then
-    local reset = ceil_div(r.capacity - units, r.per_ms)
-    if permits == 0 then return true, 0, 0, reset end
-    return false, math.max(0, floor_div(units, r.per_token)), ceil_div(cost - units, r.per_ms), reset
-  end
-  local left = units - cost
-  return true, floor_div(left, r.per_token), 0, ceil_div(r.capacity - left, r.per_ms), left, 0, now
-end
-
 -- remaining, reset, whether the debt bound forgave part of it, then the state after.
-local function charge(r, now, permits, units, partial, last)
+function charge(r, now, permits, units, partial, last)
   units, partial, now = level(r, now, units, partial, last)
   local over = false
   if r.wide then
@@ -133,24 +128,24 @@ local function charge(r, now, permits, units, partial, last)
 end
 
 -- The whole permits counted as used now, debt included (rounded up), as usedAt in memory.
-local function used(r, now, units, partial, last)
+function used(r, now, units, partial, last)
   units, partial = level(r, now, units, partial, last)
   if r.wide then return r.limit - units end
   return ceil_div(r.capacity - units, r.per_token)
 end
 
-local function deficit(r, units, partial)
+function deficit(r, units, partial)
   if r.wide then return r.limit - units, partial end
   return r.capacity - units, 0
 end
 
 -- Whether deficit (x1, y1) is below (x2, y2): y is below one token, so x decides first.
-local function lower(x1, y1, x2, y2)
+function lower(x1, y1, x2, y2)
   return x1 < x2 or (x1 == x2 and y1 > y2)
 end
 
 -- What a refund of permits gives back when at most the deficit (x, y) is still owed.
-local function owed(r, permits, x, y)
+function owed(r, permits, x, y)
   if r.wide then
     if permits >= x then return x, y end
     return permits, 0
@@ -159,14 +154,14 @@ local function owed(r, permits, x, y)
 end
 
 -- The deficit (x, y) less (gx, gy), never below 0.
-local function minus(r, x, y, gx, gy)
+function minus(r, x, y, gx, gy)
   local u = y - gy
   if u < 0 then return x - gx + 1, u + r.per_token end
   return x - gx, u
 end
 
 -- The bucket given back (gx, gy); never past full, since what is owed is at most the deficit now.
-local function give(r, units, partial, gx, gy)
+function give(r, units, partial, gx, gy)
   if not r.wide then return units + gx, 0 end
   local part = partial - gy
   if part < 0 then units, part = units + gx - 1, part + r.per_token else units = units + gx end
@@ -177,7 +172,7 @@ end
 -- The state the previous version wrote under the same rule (its scripts at git tag v-before-24):
 -- 24 bytes (units, last, expiry) or for a wide bucket 32 (tokens, partial, last, expiry), then once
 -- blocked or reserved the block end and a stamp, and maybe a count of units refunds gave back.
-local function legacy(r, state)
+function legacy(r, state)
   local size = 24
   if r.wide then size = 32 end
   if #state ~= size and #state ~= size + 16 and (r.wide or #state ~= size + 24) then ${FOREIGN} end

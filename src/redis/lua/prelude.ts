@@ -24,9 +24,13 @@ export const PRELUDE = `${CONSTANTS}
 local function ms(x)
   return string.format('%d', x)
 end
+`;
 
--- The previous version's name of a key under rule r: its rule was in the name, after the first
--- split bytes (the prefixes, the name and the algorithm), as limit/windowMs: (DESIGN-24 D1).
+/**
+ * The previous version's name of a key under rule r: its rule was in the name, after the first
+ * `split` bytes (the prefixes, the name and the algorithm), as `limit/windowMs:` (DESIGN-24 D1).
+ */
+export const LEGACY_KEY = `
 local function legacy_key(key, r, split)
   return string.sub(key, 1, split) .. string.format('%d/%d:', r.limit, r.window) .. string.sub(key, split + 1)
 end

@@ -1,21 +1,25 @@
-import { FOREIGN, PRELUDE } from './prelude';
+import { FOREIGN, LEGACY_KEY, PRELUDE } from './prelude';
 
 /**
  * An algorithm as pure Lua functions over the numbers of its state (DESIGN-24 D6), for
- * {@link stringScript}: `prepare(limit, window)` makes the rule table the others take; `fresh(r)`,
- * `valid(r, body)`, `decide(r, now, permits, body)` (granted, remaining, retryAfterMs,
- * resetAfterMs, then the state after a grant), `charge(r, now, permits, body)` (remaining,
- * resetAfterMs, whether the debt bound forgave part of it, the state after), `used(r, now, body)`
- * (what a carry-over moves) and `legacy(r, state)` (what the previous version stored: the body, then
- * the block end). Receipts: a bucket (`folds`) defines `level`, `deficit`, `lower`, `owed`, `minus`
- * and `give` for refunds bounded by the suffix minimum; a window defines `mark(r, body)` (what a
- * receipt records) and `refund(r, now, permits, mark, body)`. No storage, blocks or receipts lists.
+ * {@link stringScript}. `decide` defines what a decision needs, every run: `prepare(limit, window)`
+ * makes the rule table the others take, and `decide(r, now, permits, body)` gives granted,
+ * remaining, retryAfterMs, resetAfterMs, then the state after a grant. `rest` defines, only when a
+ * call needs them, `fresh(r)`, `charge(r, now, permits, body)` (remaining, resetAfterMs, whether the
+ * debt bound forgave part of it, the state after), `used(r, now, body)` (what a carry-over moves),
+ * `legacy(r, state)` (what the previous version stored: the body, then the block end), and for
+ * receipts either (a bucket, `folds`) `level`, `deficit`, `lower`, `owed`, `minus` and `give`, for
+ * refunds bounded by the suffix minimum, or (a window) `mark(r, body)`, what a receipt records, and
+ * `refund(r, now, permits, mark, body)`. No storage, blocks or receipts lists in either.
  */
 export interface StringCodec {
   /** Lua names of the state's numbers, in stored order. */
   readonly body: readonly string[];
   readonly folds: boolean;
-  readonly source: string;
+  /** A Lua expression of `r` and the body's names: whether they are a state of this algorithm. */
+  readonly valid: string;
+  readonly decide: string;
+  readonly rest: string;
 }
 
 /**
@@ -46,7 +50,7 @@ export function stringScript(codec: StringCodec): string {
   const fold = codec.folds
     ? `
 -- The lowest deficit of the newest receipt's stretch (D4): lowered to the deficit now, before an event.
-local function fold(r, s, now)
+function fold(r, s, now)
   local units, partial = level(r, now, unpack(s.body))
   local last = #s.rc
   if last == 0 then return end
@@ -69,13 +73,25 @@ end`
     -- Its stretch joins the previous receipt's.
     if i > 1 and lower(s.rc[3 * i - 1], s.rc[3 * i], s.rc[3 * i - 4], s.rc[3 * i - 3]) then s.rc[3 * i - 4], s.rc[3 * i - 3] = s.rc[3 * i - 1], s.rc[3 * i] end`
     : `s.body = { refund(r, now, permits, s.rc[3 * i - 1], unpack(s.body)) }`;
-  return `${PRELUDE}${LEGACY_TAIL}${codec.source}
+  return `${PRELUDE}${codec.decide}
 local SIZE = ${size}
 
+-- What only a call on a key that is not a plain state under its rule, or an operation, needs:
+-- defined on first need, so that a decision defines no more functions than it calls.
+local fresh, valid, charge, used, legacy, legacy_tail, level, deficit, lower, owed, minus, give, mark, refund, fold, load, save, take, operations
+local defined = false
+local function rare()
+  if defined then return end
+  defined = true
+${LEGACY_KEY}${LEGACY_TAIL}
+function valid(r, ${body})
+  return ${codec.valid}
+end
+${codec.rest}
 -- The key as stored: its state under the call's rule r (carried over from another rule, or adopted
 -- from the previous version's key), block end and receipts; state is what GET gave, when read.
 -- Writes nothing.
-local function load(key, r, now, split, state)
+function load(key, r, now, split, state)
   local s = { block = -math.huge, rc = {}, expires = -math.huge, dirty = false, kept = 0, size = 0 }
   if state == nil then state = redis.call('GET', key) end
   if not state then
@@ -123,7 +139,7 @@ end
 -- Writes the key: in place while its expiry still covers what the state needs (reset ms from now,
 -- and the block) and the size stays, else in full with a new expiry (never less than an adopted
 -- key had left).
-local function save(key, r, s, now, server_now, reset)
+function save(key, r, s, now, server_now, reset)
   local tail = ''
   if s.block > -math.huge or #s.rc > 0 then
     local parts = { struct.pack('<d', s.block) }
@@ -141,7 +157,7 @@ local function save(key, r, s, now, server_now, reset)
 end
 ${fold}
 -- tryAcquire (id nil) or reserve (id the caller's receipt id) on any key (state: what GET gave, if read).
-local function take(key, r, now, permits, server_now, split, id, state)
+function take(key, r, now, permits, server_now, split, id, state)
   local s = load(key, r, now, split, state)
   local granted, remaining, retry, reset, ${next} = decide(r, now, permits, unpack(s.body))
   if s.block > now then
@@ -165,29 +181,7 @@ local function take(key, r, now, permits, server_now, split, id, state)
   return granted, remaining, retry, reset
 end
 
--- A decision: a key holding just a state under the call's rule is decided and written in place
--- here; any other (absent, blocked, reserved, under another rule) by take.
-local function decide_key(key, r, now, permits, server_now, split)
-  local state = redis.call('GET', key)
-  if state and #state == SIZE then
-    local limit, window, expires, ${body} = struct.unpack(${format}, state)
-    if limit == r.limit and window == r.window then
-      if not valid(r, ${body}) then ${FOREIGN} end
-      local granted, remaining, retry, reset, ${next} = decide(r, now, permits, ${body})
-      if granted then
-        if server_now + reset + r.slack / 2 <= expires then
-          redis.call('SETRANGE', key, 24, struct.pack(${bodyFormat}, ${next}))
-        else
-          redis.call('SET', key, struct.pack(${format}, limit, window, server_now + reset + r.slack - 1, ${next}), 'PX', ms(reset + r.slack))
-        end
-      end
-      return granted, remaining, retry, reset
-    end
-  end
-  return take(key, r, now, permits, server_now, split, nil, state)
-end
-
-local function operations(OPERATIONS, decision)
+function operations(OPERATIONS, decision)
   function OPERATIONS.peek(key, r, now, server_now, split, permits)
     local s = load(key, r, now, split)
     local granted, remaining, retry, reset = decide(r, now, tonumber(permits), unpack(s.body))
@@ -235,7 +229,37 @@ local function operations(OPERATIONS, decision)
     save(key, r, s, now, server_now, reset)
     return 'OK'
   end
+  function OPERATIONS.reset(key, r, now, server_now, split)
+    redis.call('DEL', key)
+    if split > 0 then redis.call('DEL', legacy_key(key, r, split)) end
+    return 'OK'
+  end
 end
+end
+
+-- A decision: a key holding just a state under the call's rule is decided and written in place
+-- here; any other (absent, blocked, reserved, under another rule) by take.
+local function decide_key(key, r, now, permits, server_now, split)
+  local state = redis.call('GET', key)
+  if state and #state == SIZE then
+    local limit, window, expires, ${body} = struct.unpack(${format}, state)
+    if limit == r.limit and window == r.window then
+      if not (${codec.valid}) then ${FOREIGN} end
+      local granted, remaining, retry, reset, ${next} = decide(r, now, permits, ${body})
+      if granted then
+        if server_now + reset + r.slack / 2 <= expires then
+          redis.call('SETRANGE', key, 24, struct.pack(${bodyFormat}, ${next}))
+        else
+          redis.call('SET', key, struct.pack(${format}, limit, window, server_now + reset + r.slack - 1, ${next}), 'PX', ms(reset + r.slack))
+        end
+      end
+      return granted, remaining, retry, reset
+    end
+  end
+  rare()
+  return take(key, r, now, permits, server_now, split, nil, state)
+end
+
 ${MAIN}`;
 }
 
@@ -244,7 +268,7 @@ ${MAIN}`;
  * stamp, and for a bucket maybe a count of units refunds gave back), checked as that version did.
  */
 const LEGACY_TAIL = `
-local function legacy_tail(state, at)
+function legacy_tail(state, at)
   local block, stamp = struct.unpack('<dd', state, at)
   if not (stamp >= 0 and stamp <= ${2 ** 52} and stamp % 1 == 0 and block == block and block < math.huge) then ${FOREIGN} end
   if #state == at + 23 then
@@ -282,12 +306,8 @@ if string.byte(ARGV[1]) > 57 then
     if granted then return string.format('A %d %d', remaining, reset) end
     return string.format('R %d %d %d', remaining, retry, reset)
   end
+  rare()
   operations(OPERATIONS, decision)
-  function OPERATIONS.reset(key, r, now, server_now, split)
-    redis.call('DEL', key)
-    if split > 0 then redis.call('DEL', legacy_key(key, r, split)) end
-    return 'OK'
-  end
   local operation = OPERATIONS[ARGV[1]]
   if not operation then return 'E unknown operation ' .. ARGV[1] end
   local now = server_now

@@ -2,6 +2,25 @@ import { CEIL_DIV, FLOOR_DIV, FOREIGN, MUL_DIV } from './prelude';
 import type { StringCodec } from './shell';
 
 /**
+ * Lua setting the locals `window`, `elapsed`, `previous` and `current`: the counts as seen at `now`
+ * from the stored ones. A reading earlier than the latest grant counts as no time passing (a fresh
+ * state has none). Inline, so that a decision calls no function for it.
+ */
+const ROLLED = `local w = r.window
+  local window = floor_div(now, w)
+  local elapsed = now - window * w
+  if window <= stored and (stored_previous ~= 0 or stored_current ~= 0) then
+    window = stored
+    elapsed = math.max(now - window * w, stored_offset)
+  end
+  local previous, current = 0, 0
+  if window == stored then
+    previous, current = stored_previous, stored_current
+  elseif window == stored + 1 then
+    previous = stored_current
+  end`;
+
+/**
  * The sliding window counter of src/algorithms/sliding-window-counter.ts, including its exact
  * retry time that may roll over one or two windows, as a codec for the string shell: the state is
  * the window's index, its previous and current counts, and how far into the window the latest
@@ -12,34 +31,13 @@ import type { StringCodec } from './shell';
 export const SLIDING_WINDOW_COUNTER: StringCodec = {
   body: ['stored', 'stored_previous', 'stored_current', 'stored_offset'],
   folds: false,
-  source: `${FLOOR_DIV}${CEIL_DIV}${MUL_DIV}
+  // What no counter holds (NaN, counts below 0 or past the debt bound) is a foreign value.
+  valid: 'stored_previous >= 0 and stored_previous <= r.bound and stored_current >= 0 and stored_current <= r.bound and stored_offset >= 0 and stored_offset < r.window and stored < math.huge',
+  decide: `${FLOOR_DIV}${CEIL_DIV}${MUL_DIV}
 local function prepare(limit, window)
   return { limit = limit, window = window, bound = math.min((1 + DEBT) * limit, MAX_SAFE), slack = math.min(math.floor(window / 4), SLACK_CAP) }
 end
 
-local function fresh(r)
-  return -math.huge, 0, 0, 0
-end
-
--- What no counter holds (NaN, counts below 0 or past the debt bound) is a foreign value.
-local function valid(r, stored, previous, current, offset)
-  return previous >= 0 and previous <= r.bound and current >= 0 and current <= r.bound and offset >= 0 and offset < r.window and stored < math.huge
-end
-
--- The window, how far into it, and the previous and current counts as seen at now. A reading
--- earlier than the latest grant counts as no time passing (a fresh state has none).
-local function rolled(r, now, stored, stored_previous, stored_current, stored_offset)
-  local w = r.window
-  local window = floor_div(now, w)
-  local elapsed = now - window * w
-  if window <= stored and (stored_previous ~= 0 or stored_current ~= 0) then
-    window = stored
-    elapsed = math.max(now - window * w, stored_offset)
-  end
-  if window == stored then return window, elapsed, stored_previous, stored_current end
-  if window == stored + 1 then return window, elapsed, stored_current, 0 end
-  return window, elapsed, 0, 0
-end
 
 -- The one place the retry time is computed (the in-memory retryAfter, operation for operation).
 local function retry_after(r, permits, previous, current, elapsed)
@@ -71,7 +69,7 @@ local function available(r, previous, current, elapsed)
 end
 
 local function decide(r, now, permits, stored, stored_previous, stored_current, stored_offset)
-  local window, elapsed, previous, current = rolled(r, now, stored, stored_previous, stored_current, stored_offset)
+  ${ROLLED}
   local left = available(r, previous, current, elapsed)
   if left < permits then
     local reset = reset_after(r, previous, current, elapsed)
@@ -80,16 +78,22 @@ local function decide(r, now, permits, stored, stored_previous, stored_current, 
   end
   return true, left - permits, 0, reset_after(r, previous, current + permits, elapsed), window, previous, current + permits, elapsed
 end
+`,
+  rest: `
+function fresh(r)
+  return -math.huge, 0, 0, 0
+end
 
-local function charge(r, now, permits, stored, stored_previous, stored_current, stored_offset)
-  local window, elapsed, previous, current = rolled(r, now, stored, stored_previous, stored_current, stored_offset)
+
+function charge(r, now, permits, stored, stored_previous, stored_current, stored_offset)
+  ${ROLLED}
   local wanted, over = current + permits, false
   if wanted > r.bound then wanted, over = r.bound, true end
   return math.max(0, available(r, previous, wanted, elapsed)), reset_after(r, previous, wanted, elapsed), over, window, previous, wanted, elapsed
 end
 
 -- As usedAt in memory: the count and the previous window's weight, rounded up.
-local function used(r, now, stored, previous, current, offset)
+function used(r, now, stored, previous, current, offset)
   local w = r.window
   local index = floor_div(now, w)
   if index >= stored + 2 or previous + current == 0 then return 0 end
@@ -97,11 +101,11 @@ local function used(r, now, stored, previous, current, offset)
   return current + mul_div_ceil(previous, w - math.max(now - stored * w, offset), w)
 end
 
-local function mark(r, stored)
+function mark(r, stored)
   return stored
 end
 
-local function refund(r, now, permits, window, stored, previous, current, offset)
+function refund(r, now, permits, window, stored, previous, current, offset)
   local index = math.max(floor_div(now, r.window), stored)
   if window == stored and index <= window + 1 then current = current - math.min(permits, current)
   elseif window == stored - 1 and index == stored then previous = previous - math.min(permits, previous) end
@@ -110,7 +114,7 @@ end
 
 -- The state the previous version wrote under the same rule: 32 bytes (window, previous, current,
 -- offset), then once blocked or reserved the block end and a stamp.
-local function legacy(r, state)
+function legacy(r, state)
   if #state ~= 32 and #state ~= 48 then ${FOREIGN} end
   local stored, previous, current, offset = struct.unpack('<dddd', state)
   local block = -math.huge

@@ -1,5 +1,5 @@
 import { DISPATCH } from './shell';
-import { PRELUDE } from './prelude';
+import { LEGACY_KEY, PRELUDE } from './prelude';
 
 /**
  * The sliding window log of src/algorithms/sliding-window-log.ts. Its pure part decides from what
@@ -129,15 +129,22 @@ local function log_grant(key, window, permits, now, newest, newest_size, total, 
   end
 end
 
+-- What only a call on a log that is not plain under its rule, or an operation, needs: defined on
+-- first need, so that a decision defines no more functions than it calls.
+local meta_text, meta_of, set_meta, load, evaluate, blocked, take, operations
+local defined = false
+local function rare()
+  if defined then return end
+  defined = true
 -- The meta member: the rule, then the block and the receipts when there are any.
-local function meta_text(r, block, rc)
+function meta_text(r, block, rc)
   if block == -math.huge and #rc == 0 then return r.tag end
   local parts = { r.tag, exact(block) }
   for k = 1, #rc, 2 do parts[#parts + 1] = exact(rc[k]) .. ',' .. exact(rc[k + 1]) end
   return table.concat(parts, '|')
 end
 
-local function meta_of(member)
+function meta_of(member)
   local limit, window, rest = string.match(member, '^r(%d+)/(%d+)(.*)$')
   if not limit then not_ours() end
   local block, rc = -math.huge, {}
@@ -152,7 +159,7 @@ local function meta_of(member)
   return limit, window, block, rc
 end
 
-local function set_meta(key, old, member)
+function set_meta(key, old, member)
   if old == member then return end
   if old then redis.call('ZREM', key, old) end
   redis.call('ZADD', key, '-inf', member)
@@ -163,7 +170,7 @@ end
 -- (up to r's debt bound), keeping its block; the previous version's log (for r) is renamed to the
 -- key, its meta member ('meta:<block end>:<stamp>') replaced. With writes false (a peek) nothing is
 -- written: a carried log answers with its count (the last value), an adopted one with its key.
-local function load(key, r, now, split, writes)
+function load(key, r, now, split, writes)
   local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   if not head[1] then
     if split == 0 then return nil, -math.huge, {}, key end
@@ -201,7 +208,7 @@ local function load(key, r, now, split, writes)
 end
 
 -- The decision at now on the log under key, and what writing a grant needs.
-local function evaluate(key, r, now, permits)
+function evaluate(key, r, now, permits)
   local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
   local live = total - base
   local ok, remaining, retry, reset
@@ -213,13 +220,13 @@ local function evaluate(key, r, now, permits)
   return ok, remaining, retry, reset, at, newest, newest_size, total, base, expired
 end
 
-local function blocked(block, now, retry, reset)
+function blocked(block, now, retry, reset)
   local wait = math.ceil(block - now)
   return false, 0, math.max(wait, retry), math.max(wait, reset)
 end
 
 -- tryAcquire (id nil) or reserve (id the caller's receipt id) on any key.
-local function take(key, r, now, permits, server_now, split, id)
+function take(key, r, now, permits, server_now, split, id)
   local member, block, rc = load(key, r, now, split, true)
   local ok, remaining, retry, reset, at, newest, newest_size, total, base, expired = evaluate(key, r, now, permits)
   if block > now then return blocked(block, now, retry, reset) end
@@ -235,23 +242,7 @@ local function take(key, r, now, permits, server_now, split, id)
   return ok, remaining, retry, reset
 end
 
--- A decision: a log under the call's rule, neither blocked nor reserved, is decided here; any
--- other by take. A key not yet stored is created here unless the previous version's may exist.
-local function decide_key(key, r, now, permits, server_now, split)
-  local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
-  if meta ~= r.tag and (meta or total > 0 or (split > 0 and redis.call('EXISTS', legacy_key(key, r, split)) == 1)) then
-    return take(key, r, now, permits, server_now, split)
-  end
-  local live = total - base
-  if live + permits > r.limit then return refused(r, at, permits, live, leaving(key, total - r.limit + permits, at, r.window), newest) end
-  local ok, remaining, retry, reset = granted(r, at, permits, live, newest)
-  log_grant(key, r.window, permits, at, newest, newest_size, total, base, expired)
-  if not meta then redis.call('ZADD', key, '-inf', r.tag) end
-  redis.call('PEXPIRE', key, ms(reset))
-  return ok, remaining, retry, reset
-end
-
-local function operations(OPERATIONS, decision)
+function operations(OPERATIONS, decision)
   function OPERATIONS.peek(key, r, now, server_now, split, permits)
     permits = tonumber(permits)
     local _, block, _, source, carried = load(key, r, now, split, false)
@@ -347,8 +338,31 @@ local function operations(OPERATIONS, decision)
     redis.call('PEXPIRE', key, ms(ttl))
     return 'OK'
   end
+  function OPERATIONS.reset(key, r, now, server_now, split)
+    redis.call('DEL', key)
+    if split > 0 then redis.call('DEL', legacy_key(key, r, split)) end
+    return 'OK'
+  end
+end
+end
+
+-- A decision: a log under the call's rule, neither blocked nor reserved, is decided here; any
+-- other by take. A key not yet stored is created here unless the previous version's may exist.
+local function decide_key(key, r, now, permits, server_now, split)
+  local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
+  if meta ~= r.tag and (meta or total > 0 or (split > 0 and redis.call('EXISTS', legacy_key(key, r, split)) == 1)) then
+    rare()
+    return take(key, r, now, permits, server_now, split)
+  end
+  local live = total - base
+  if live + permits > r.limit then return refused(r, at, permits, live, leaving(key, total - r.limit + permits, at, r.window), newest) end
+  local ok, remaining, retry, reset = granted(r, at, permits, live, newest)
+  log_grant(key, r.window, permits, at, newest, newest_size, total, base, expired)
+  if not meta then redis.call('ZADD', key, '-inf', r.tag) end
+  redis.call('PEXPIRE', key, ms(reset))
+  return ok, remaining, retry, reset
 end
 `;
 
 /** The sliding window log's script: its codec and store, and the shell's dispatch. */
-export const SLIDING_WINDOW_LOG = `${PRELUDE}${CODEC}${STORE}${DISPATCH}`;
+export const SLIDING_WINDOW_LOG = `${PRELUDE}${LEGACY_KEY}${CODEC}${STORE}${DISPATCH}`;
