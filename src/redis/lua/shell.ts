@@ -47,6 +47,7 @@ export function stringScript(codec: StringCodec): string {
   const size = 24 + 8 * n;
   const format = `'<ddd${'d'.repeat(n)}'`;
   const bodyFormat = `'<${'d'.repeat(n)}'`;
+  const hot = topLevelLocals(PRELUDE + codec.decide + `local SIZE`);
   const fold = codec.folds
     ? `
 -- The lowest deficit of the newest receipt's stretch (D4): lowered to the deficit now, before an event.
@@ -77,12 +78,9 @@ end`
 local SIZE = ${size}
 
 -- What only a call on a key that is not a plain state under its rule, or an operation, needs:
--- defined on first need, so that a decision defines no more functions than it calls.
+-- take and operations, and all they call, made on first need by rare (see dispatch).
+local function rare(${hot})
 local fresh, valid, charge, used, legacy, legacy_tail, level, deficit, lower, owed, minus, give, mark, refund, fold, load, save, take, operations
-local defined = false
-local function rare()
-  if defined then return end
-  defined = true
 ${LEGACY_KEY}${LEGACY_TAIL}
 function valid(r, ${body})
   return ${codec.valid}
@@ -235,10 +233,13 @@ function operations(OPERATIONS, decision)
     return 'OK'
   end
 end
+return take, operations
 end
+local take, operations
 
 -- A decision: a key holding just a state under the call's rule is decided and written in place
--- here; any other (absent, blocked, reserved, under another rule) by take.
+-- here; any other (absent, blocked, reserved, under another rule) answers nil and what GET gave,
+-- for take.
 local function decide_key(key, r, now, permits, server_now, split)
   local state = redis.call('GET', key)
   if state and #state == SIZE then
@@ -256,11 +257,9 @@ local function decide_key(key, r, now, permits, server_now, split)
       return granted, remaining, retry, reset
     end
   end
-  rare()
-  return take(key, r, now, permits, server_now, split, nil, state)
+  return nil, state
 end
-
-${MAIN}`;
+${dispatch(hot)}`;
 }
 
 /**
@@ -280,7 +279,9 @@ end
 `;
 
 /**
- * What every script does with its call (the shell's dispatch): ARGV[1] is either the number of
+ * What every script does with its call (the shell's dispatch), given the names `rare` takes (see
+ * {@link topLevelLocals}): `rare(...)` returns `take` and `operations`, the slow path of a decision
+ * that `decide_key` answered nil, and the operations. ARGV[1] is either the number of
  * distinct rules of a batch of decisions (a digit) or the name of an operation on one key (a letter).
  *
  * A batch: ARGV[2] the legacy split (see stringScript; 0 for none), then each rule's limit and
@@ -297,7 +298,11 @@ end
  * ARGV[4..5] the rule, then its arguments (permits, then a receipt id for reserve and refund, or a
  * block's duration). Replies a decision as above, 'OK', or 'E message'.
  */
-const MAIN = `
+export function dispatch(hot: string): string {
+  // rare is called where the loop's own locals are in scope: a name of both would pass the wrong value.
+  const clash = hot.split(', ').find((name) => LOOP_LOCALS.includes(name));
+  if (clash !== undefined) throw new Error(`ratekeeper: a script's top level declares ${clash}, a name its dispatch uses`);
+  return `
 local time = redis.call('TIME')
 local server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if string.byte(ARGV[1]) > 57 then
@@ -306,7 +311,7 @@ if string.byte(ARGV[1]) > 57 then
     if granted then return string.format('A %d %d', remaining, reset) end
     return string.format('R %d %d %d', remaining, retry, reset)
   end
-  rare()
+  take, operations = rare(${hot})
   operations(OPERATIONS, decision)
   local operation = OPERATIONS[ARGV[1]]
   if not operation then return 'E unknown operation ' .. ARGV[1] end
@@ -337,6 +342,10 @@ for i = 1, count do
   if not permits_left_out then permits = tonumber(ARGV[base + i]) end
   if chosen then r = each[tonumber(ARGV[chosen + i])] end
   local ok, granted, remaining, retry, reset = pcall(decide_key, KEYS[i], r, now, permits, server_now, split)
+  if ok and granted == nil then
+    if not take then take, operations = rare(${hot}) end
+    ok, granted, remaining, retry, reset = pcall(take, KEYS[i], r, now, permits, server_now, split, nil, remaining)
+  end
   if not ok then
     reply[i] = 'E ' .. tostring(type(granted) == 'table' and granted.err or granted)
   elseif granted then
@@ -347,6 +356,16 @@ for i = 1, count do
 end
 return reply
 `;
+}
 
-/** The dispatch, for a script whose store is not a string (the sliding window log). */
-export const DISPATCH = MAIN;
+const LOOP_LOCALS = ['time', 'server_now', 'count', 'rules', 'split', 'r', 'base', 'chosen', 'each', 'readings', 'permits_left_out', 'reply', 'now', 'permits', 'ok', 'granted', 'remaining', 'retry', 'reset', 'i', 'take', 'operations'];
+
+/**
+ * The names a script's top level declares before `rare`, which rare takes as its parameters: a
+ * function created each run captures each outer local it uses, and each capture walks the list of
+ * those already captured, so a rare made with a dozen captures cost a decision 10% more CPU (the
+ * log of bench runs in the report of issue 24); made with none it costs nothing until called.
+ */
+export function topLevelLocals(lua: string): string {
+  return [...lua.matchAll(/^local (?:function )?([A-Za-z_][\w, ]*?)(?: =|\(|$)/gm)].flatMap(([, names]) => names!.split(',').map((name) => name.trim())).join(', ');
+}

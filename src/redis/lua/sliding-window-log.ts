@@ -1,4 +1,4 @@
-import { DISPATCH } from './shell';
+import { dispatch, topLevelLocals } from './shell';
 import { LEGACY_KEY, PRELUDE } from './prelude';
 
 /**
@@ -26,7 +26,7 @@ end
 -- A request the live permits leave no room for: it fits once the grant holding the permit that must
 -- leave has left, at leaving + windowMs (at least 1 ms away: it is still in the window now). In
 -- debt even 0 permits do not fit; for the state now (peek 0), simply none left.
-local function refused(r, now, permits, live, leaving, newest)
+local function refusal(r, now, permits, live, leaving, newest)
   local retry = math.max(1, math.ceil(leaving + r.window - now))
   local reset = math.max(retry, math.ceil(newest + r.window - now))
   if permits == 0 then return true, 0, 0, reset end
@@ -34,7 +34,7 @@ local function refused(r, now, permits, live, leaving, newest)
 end
 
 -- A request that fits: the newest grant, now, leaves at now + windowMs; from then on the key is as new.
-local function granted(r, now, permits, live, newest)
+local function allowance(r, now, permits, live, newest)
   if permits > 0 then return true, r.limit - live - permits, 0, math.ceil(r.window) end
   if live > 0 then return true, r.limit - live, 0, math.max(1, math.ceil(newest + r.window - now)) end
   return true, r.limit, 0, 0
@@ -48,7 +48,7 @@ end
  * `cutoff` (the text of now - windowMs) and whether any grant has expired. Usually the oldest grant
  * of all is still live, and one look at it tells.
  */
-const STORE = `
+const VIEW = `
 -- Scores cross into Redis as text: '%.17g' gives back the same double.
 local function exact(x)
   return string.format('%.17g', x)
@@ -129,13 +129,17 @@ local function log_grant(key, window, permits, now, newest, newest_size, total, 
   end
 end
 
--- What only a call on a log that is not plain under its rule, or an operation, needs: defined on
--- first need, so that a decision defines no more functions than it calls.
+`;
+
+/** The names rare takes (see dispatch in the string shell). */
+const HOT = topLevelLocals(PRELUDE + LEGACY_KEY + CODEC + VIEW);
+
+/** The log's slow path and operations (rare), and its decision. */
+const STORE = `
+-- What only a call on a log that is not plain under its rule, or an operation, needs: take and
+-- operations, and all they call, made on first need by rare (see dispatch in the string shell).
+local function rare(${HOT})
 local meta_text, meta_of, set_meta, load, evaluate, blocked, take, operations
-local defined = false
-local function rare()
-  if defined then return end
-  defined = true
 -- The meta member: the rule, then the block and the receipts when there are any.
 function meta_text(r, block, rc)
   if block == -math.huge and #rc == 0 then return r.tag end
@@ -213,9 +217,9 @@ function evaluate(key, r, now, permits)
   local live = total - base
   local ok, remaining, retry, reset
   if live + permits > r.limit then
-    ok, remaining, retry, reset = refused(r, at, permits, live, leaving(key, total - r.limit + permits, at, r.window), newest)
+    ok, remaining, retry, reset = refusal(r, at, permits, live, leaving(key, total - r.limit + permits, at, r.window), newest)
   else
-    ok, remaining, retry, reset = granted(r, at, permits, live, newest)
+    ok, remaining, retry, reset = allowance(r, at, permits, live, newest)
   end
   return ok, remaining, retry, reset, at, newest, newest_size, total, base, expired
 end
@@ -249,8 +253,8 @@ function operations(OPERATIONS, decision)
     local ok, remaining, retry, reset
     if carried then
       -- What the carried log would hold: one grant, now.
-      if carried + permits > r.limit then ok, remaining, retry, reset = refused(r, now, permits, carried, now, now)
-      else ok, remaining, retry, reset = granted(r, now, permits, carried, now) end
+      if carried + permits > r.limit then ok, remaining, retry, reset = refusal(r, now, permits, carried, now, now)
+      else ok, remaining, retry, reset = allowance(r, now, permits, carried, now) end
     else
       ok, remaining, retry, reset = evaluate(source, r, now, permits)
     end
@@ -344,19 +348,20 @@ function operations(OPERATIONS, decision)
     return 'OK'
   end
 end
+return take, operations
 end
+local take, operations
 
 -- A decision: a log under the call's rule, neither blocked nor reserved, is decided here; any
--- other by take. A key not yet stored is created here unless the previous version's may exist.
+-- other answers nil, for take. A key not yet stored is created here unless the previous version's may exist.
 local function decide_key(key, r, now, permits, server_now, split)
   local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
   if meta ~= r.tag and (meta or total > 0 or (split > 0 and redis.call('EXISTS', legacy_key(key, r, split)) == 1)) then
-    rare()
-    return take(key, r, now, permits, server_now, split)
+    return nil
   end
   local live = total - base
-  if live + permits > r.limit then return refused(r, at, permits, live, leaving(key, total - r.limit + permits, at, r.window), newest) end
-  local ok, remaining, retry, reset = granted(r, at, permits, live, newest)
+  if live + permits > r.limit then return refusal(r, at, permits, live, leaving(key, total - r.limit + permits, at, r.window), newest) end
+  local ok, remaining, retry, reset = allowance(r, at, permits, live, newest)
   log_grant(key, r.window, permits, at, newest, newest_size, total, base, expired)
   if not meta then redis.call('ZADD', key, '-inf', r.tag) end
   redis.call('PEXPIRE', key, ms(reset))
@@ -365,4 +370,4 @@ end
 `;
 
 /** The sliding window log's script: its codec and store, and the shell's dispatch. */
-export const SLIDING_WINDOW_LOG = `${PRELUDE}${LEGACY_KEY}${CODEC}${STORE}${DISPATCH}`;
+export const SLIDING_WINDOW_LOG = `${PRELUDE}${LEGACY_KEY}${CODEC}${VIEW}${STORE}${dispatch(HOT)}`;
