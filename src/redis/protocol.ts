@@ -21,11 +21,11 @@ export interface ScriptArguments {
 }
 
 /**
- * A batch's KEYS and ARGV: the number of distinct rules, `split`, each rule's limit and windowMs
- * (one rule for a batch whose calls share it, the usual case, so that it costs what it did when the
- * rule was the limiter's; else each key's rule index too), then the permits (left out when all are
- * 1 and the server's clock decides: a third fewer arguments to send and parse), then the caller's
- * readings when its clock decides.
+ * A batch's KEYS and ARGV: for calls that share one rule (the usual case) `split` and the rule's
+ * limit and windowMs, one argument more than when the rule was the limiter's; for calls under
+ * several, minus their number, `split`, each rule's limit and windowMs, and each key's rule index.
+ * Then the permits (left out when all are 1 and the server's clock decides: a third fewer
+ * arguments to send and parse), then the caller's readings when its clock decides.
  */
 export function batchArguments(calls: readonly BatchCall[], split: number, callerClock: boolean): ScriptArguments {
   const keys: string[] = [];
@@ -37,7 +37,7 @@ export function batchArguments(calls: readonly BatchCall[], split: number, calle
     if (call.permits !== 1) leaveOut = false;
     if (call.rule !== first && (call.rule.limit !== first.limit || call.rule.windowMs !== first.windowMs)) shared = false;
   }
-  const args = shared ? ['1', String(split), String(first.limit), String(first.windowMs)] : perCallRules(calls, split);
+  const args = shared ? [String(split), String(first.limit), String(first.windowMs)] : perCallRules(calls, split);
   if (!leaveOut) for (const call of calls) args.push(String(call.permits));
   if (callerClock) for (const call of calls) args.push(String(call.now));
   return { keys, args };
@@ -57,7 +57,7 @@ function perCallRules(calls: readonly BatchCall[], split: number): string[] {
     }
     chosen.push(String(n));
   }
-  return [String(index.size), String(split), ...rules, ...chosen];
+  return [String(-index.size), String(split), ...rules, ...chosen];
 }
 
 /** What a script does to one key besides deciding. */

@@ -1,6 +1,7 @@
 import type { Rule } from '../core/rule';
 import { BUCKET } from './lua/bucket';
 import { FIXED_WINDOW } from './lua/fixed-window';
+import { withConstants } from './lua/prelude';
 import { stringScript } from './lua/shell';
 import { SLIDING_WINDOW_COUNTER } from './lua/sliding-window-counter';
 import { SLIDING_WINDOW_LOG } from './lua/sliding-window-log';
@@ -51,7 +52,7 @@ export interface ScriptPlan {
 }
 
 function plan(source: string): ScriptPlan {
-  return { script: script(source), ruleArgs: (rule) => batchArguments([{ redisKey: '', permits: 1, now: 0, rule }], 0, false).args };
+  return { script: script(withConstants(source)), ruleArgs: (rule) => batchArguments([{ redisKey: '', permits: 1, now: 0, rule }], 0, false).args };
 }
 
 const bucket = plan(stringScript(BUCKET));

@@ -5,14 +5,25 @@ import { DEBT_LIMITS, expirySlackMs, MAX_RECEIPTS, MAX_SAFE } from '../../store/
 // that performs the in-memory algorithm's operations in the same order gets the same bits.
 
 /**
- * The numbers the scripts share with TypeScript (src/store/constants.ts), interpolated so that no
- * bound is written twice: 2^53 − 1, the debt bound in limits, the receipts a key keeps, the largest
+ * The numbers the scripts share with TypeScript (src/store/constants.ts), by the names the Lua
+ * source uses for them: 2^53 − 1, the debt bound in limits, the receipts a key keeps, the largest
  * window a stored rule may name, and the expiry slack's cap.
  */
-export const CONSTANTS = `
-local MAX_SAFE, DEBT, MAX_RECEIPTS, MAX_WINDOW = ${MAX_SAFE}, ${DEBT_LIMITS}, ${MAX_RECEIPTS}, ${Rule.MAX_WINDOW_MS}
-local SLACK_CAP = ${expirySlackMs(MAX_SAFE)}
-`;
+const CONSTANTS: Readonly<Record<string, number>> = {
+  MAX_SAFE,
+  DEBT: DEBT_LIMITS,
+  MAX_RECEIPTS,
+  MAX_WINDOW: Rule.MAX_WINDOW_MS,
+  SLACK_CAP: expirySlackMs(MAX_SAFE),
+};
+
+/**
+ * A script with the shared numbers written in where its source names them: literals, not locals,
+ * since every local a function uses is captured again each time the script runs (see `dispatch`).
+ */
+export function withConstants(lua: string): string {
+  return lua.replace(/\b(MAX_SAFE|DEBT|MAX_RECEIPTS|MAX_WINDOW|SLACK_CAP)\b/g, (name) => String(CONSTANTS[name]));
+}
 
 /**
  * `ms` writes a whole number of ms for PX and PEXPIRE. State kept in a string is packed with
@@ -20,7 +31,7 @@ local SLACK_CAP = ${expirySlackMs(MAX_SAFE)}
  * `tostring` keeps only 14 digits), at a fraction of the cost, and the script's cost is what
  * bounds a busy Redis.
  */
-export const PRELUDE = `${CONSTANTS}
+export const PRELUDE = `
 local function ms(x)
   return string.format('%d', x)
 end

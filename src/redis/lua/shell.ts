@@ -47,7 +47,7 @@ export function stringScript(codec: StringCodec): string {
   const size = 24 + 8 * n;
   const format = `'<ddd${'d'.repeat(n)}'`;
   const bodyFormat = `'<${'d'.repeat(n)}'`;
-  const hot = topLevelLocals(PRELUDE + codec.decide + `local SIZE`);
+  const hot = topLevelLocals(PRELUDE + codec.decide);
   const fold = codec.folds
     ? `
 -- The lowest deficit of the newest receipt's stretch (D4): lowered to the deficit now, before an event.
@@ -75,8 +75,6 @@ end`
     if i > 1 and lower(s.rc[3 * i - 1], s.rc[3 * i], s.rc[3 * i - 4], s.rc[3 * i - 3]) then s.rc[3 * i - 4], s.rc[3 * i - 3] = s.rc[3 * i - 1], s.rc[3 * i] end`
     : `s.body = { refund(r, now, permits, s.rc[3 * i - 1], unpack(s.body)) }`;
   return `${PRELUDE}${codec.decide}
-local SIZE = ${size}
-
 -- What only a call on a key that is not a plain state under its rule, or an operation, needs:
 -- take and operations, and all they call, made on first need by rare (see dispatch).
 local function rare(${hot})
@@ -105,17 +103,17 @@ function load(key, r, now, split, state)
     return s
   end
   local length = #state
-  local receipts = (length - SIZE - 8) / 24
-  if length ~= SIZE and not (receipts >= 0 and receipts <= MAX_RECEIPTS and receipts % 1 == 0) then
+  local receipts = (length - ${size} - 8) / 24
+  if length ~= ${size} and not (receipts >= 0 and receipts <= MAX_RECEIPTS and receipts % 1 == 0) then
     error('ratekeeper: the key holds ' .. length .. ' bytes, not a state of this algorithm')
   end
   local v = { struct.unpack(${format}, state) }
   local limit, window = v[1], v[2]
   s.expires, s.body, s.size = v[3], { unpack(v, 4, ${3 + n}) }, length
-  if length > SIZE then
-    s.block = struct.unpack('<d', state, SIZE + 1)
+  if length > ${size} then
+    s.block = struct.unpack('<d', state, ${size} + 1)
     if not (s.block == s.block and s.block < math.huge) then ${FOREIGN} end
-    for at = SIZE + 9, length, 24 do
+    for at = ${size} + 9, length, 24 do
       local id, x, y = struct.unpack('<ddd', state, at)
       if not (id >= 1 and id % 1 == 0 and x == x and y == y) then ${FOREIGN} end
       s.rc[#s.rc + 1], s.rc[#s.rc + 2], s.rc[#s.rc + 3] = id, x, y
@@ -145,7 +143,7 @@ function save(key, r, s, now, server_now, reset)
     tail = table.concat(parts)
   end
   local block = math.ceil(s.block - now)
-  if not s.dirty and SIZE + #tail == s.size and server_now + math.max(reset + r.slack / 2, block) <= s.expires then
+  if not s.dirty and ${size} + #tail == s.size and server_now + math.max(reset + r.slack / 2, block) <= s.expires then
     redis.call('SETRANGE', key, 24, struct.pack(${bodyFormat}, unpack(s.body)) .. tail)
     return
   end
@@ -242,7 +240,7 @@ local take, operations
 -- for take.
 local function decide_key(key, r, now, permits, server_now, split)
   local state = redis.call('GET', key)
-  if state and #state == SIZE then
+  if state and #state == ${size} then
     local limit, window, expires, ${body} = struct.unpack(${format}, state)
     if limit == r.limit and window == r.window then
       if not (${codec.valid}) then ${FOREIGN} end
@@ -281,11 +279,12 @@ end
 /**
  * What every script does with its call (the shell's dispatch), given the names `rare` takes (see
  * {@link topLevelLocals}): `rare(...)` returns `take` and `operations`, the slow path of a decision
- * that `decide_key` answered nil, and the operations. ARGV[1] is either the number of
- * distinct rules of a batch of decisions (a digit) or the name of an operation on one key (a letter).
+ * that `decide_key` answered nil, and the operations.  ARGV[1] is either a number (a batch of
+ * decisions, below) or the name of an operation on one key (a letter).
  *
- * A batch: ARGV[2] the legacy split (see stringScript; 0 for none), then each rule's limit and
- * windowMs; with more than one rule, the index of each key's rule; then the permits, one per key,
+ * A batch of calls under one rule: ARGV[1] the legacy split (see stringScript; 0 for none), then
+ * the rule's limit and windowMs. Under several: ARGV[1] minus their number, ARGV[2] the split, each
+ * rule's limit and windowMs, then the index of each key's rule. Then the permits, one per key,
  * left out when all are 1 and the server's clock decides; then, when the caller's clock decides,
  * its readings in ms, one per key. Without readings the server's clock decides, read once per
  * script (decisions batched together were asked for in the same instant), floored to whole ms as
@@ -322,16 +321,17 @@ if string.byte(ARGV[1]) > 57 then
   return reply
 end
 local count = #KEYS
-local rules = tonumber(ARGV[1])
-local split = tonumber(ARGV[2])
-local r = prepare(tonumber(ARGV[3]), tonumber(ARGV[4]))
-local base = 2 + 2 * rules
-local chosen, each = nil, nil
-if rules > 1 then
-  each = { r }
-  for j = 2, rules do each[j] = prepare(tonumber(ARGV[1 + 2 * j]), tonumber(ARGV[2 + 2 * j])) end
-  chosen = base
-  base = base + count
+local split, r, base, chosen, each = tonumber(ARGV[1]), nil, 3, nil, nil
+if split >= 0 then
+  r = prepare(tonumber(ARGV[2]), tonumber(ARGV[3]))
+else
+  -- Calls under several rules: -(their number), the split, the rules, then each key's rule.
+  local rules = -split
+  split = tonumber(ARGV[2])
+  each = {}
+  for j = 1, rules do each[j] = prepare(tonumber(ARGV[1 + 2 * j]), tonumber(ARGV[2 + 2 * j])) end
+  chosen = 2 + 2 * rules
+  base = chosen + count
 end
 local readings = #ARGV > base + count
 local permits_left_out = #ARGV == base
@@ -358,7 +358,7 @@ return reply
 `;
 }
 
-const LOOP_LOCALS = ['time', 'server_now', 'count', 'rules', 'split', 'r', 'base', 'chosen', 'each', 'readings', 'permits_left_out', 'reply', 'now', 'permits', 'ok', 'granted', 'remaining', 'retry', 'reset', 'i', 'take', 'operations'];
+const LOOP_LOCALS = ['time', 'server_now', 'count', 'split', 'r', 'base', 'chosen', 'each', 'readings', 'permits_left_out', 'reply', 'now', 'permits', 'ok', 'granted', 'remaining', 'retry', 'reset', 'i', 'take', 'operations'];
 
 /**
  * The names a script's top level declares before `rare`, which rare takes as its parameters: a
