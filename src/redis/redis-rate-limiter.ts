@@ -254,11 +254,16 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
    * ```
    */
   charge(key: string, permits: number): Promise<Decision> {
+    return this.#charge(key, permits, []);
+  }
+
+  /** A charge; with a receipt id, of a reservation settled above what it reserved (its receipt is released). */
+  #charge(key: string, permits: number, receipt: string[]): Promise<Decision> {
     let reply: Promise<unknown>;
     try {
       checkString('key', key);
       checkCharge(permits);
-      reply = this.#operations.run(this.#keyPrefix + key, 'charge', this.#operations.reading(), this.rule, [String(permits)]);
+      reply = this.#operations.run(this.#keyPrefix + key, 'charge', this.#operations.reading(), this.rule, [String(permits), ...receipt]);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -389,7 +394,7 @@ export class RedisRateLimiter extends Closable implements AsyncRateLimiter {
 
   /** Settles a reservation: charges what was over, or gives back what was not used (only what is still counted). */
   #settle(key: string, reserved: number, receipt: string, actual: number): Promise<Decision> {
-    if (actual > reserved) return this.charge(key, actual - reserved);
+    if (actual > reserved) return this.#charge(key, actual - reserved, [receipt]);
     let reply: Promise<unknown>;
     try {
       reply = this.#operations.run(this.#keyPrefix + key, 'refund', this.#operations.reading(), this.rule, [String(reserved - actual), receipt]);

@@ -190,10 +190,22 @@ function operations(OPERATIONS, decision)
   function OPERATIONS.reserve(key, r, now, server_now, split, permits, id)
     return decision(take(key, r, now, tonumber(permits), server_now, split, tonumber(id)))
   end
+  -- Gives back what receipt id still may (nothing for an id the key no longer holds) and drops it;
+  -- whether the key held it.
+  local function settle(r, s, now, permits, id)
+    local i
+    for k = 1, #s.rc / 3 do if s.rc[3 * k - 2] == id then i = k end end
+    if not i then return false end
+    ${refundBody}
+    table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2)
+    return true
+  end
   -- Never refused, and a block neither stops it nor is lifted by it; reaching the debt bound voids
-  -- the receipts (a refund could otherwise give back what the bound forgave).
-  function OPERATIONS.charge(key, r, now, server_now, split, permits)
+  -- the receipts (a refund could otherwise give back what the bound forgave). With an id, the
+  -- charge settles that reservation above what it reserved: its receipt goes first.
+  function OPERATIONS.charge(key, r, now, server_now, split, permits, id)
     local s = load(key, r, now, split)
+    if id then settle(r, s, now, 0, tonumber(id)) end
     ${codec.folds ? 'fold(r, s, now)' : ''}
     local v = { charge(r, now, tonumber(permits), unpack(s.body)) }
     s.body = { unpack(v, 4, ${3 + n}) }
@@ -201,19 +213,12 @@ function operations(OPERATIONS, decision)
     save(key, r, s, now, server_now, v[2])
     return decision(true, v[1], 0, v[2])
   end
-  -- Gives back what the receipt still may (nothing for an id the key no longer holds) and drops it.
-  -- Answers the state now, the block aside, as a settle does.
+  -- A settle below what was reserved. Answers the state now, the block aside, as a settle does.
   function OPERATIONS.refund(key, r, now, server_now, split, permits, id)
     local s = load(key, r, now, split)
-    permits, id = tonumber(permits), tonumber(id)
-    local i
-    for k = 1, #s.rc / 3 do if s.rc[3 * k - 2] == id then i = k end end
-    if i then
-      ${refundBody}
-      table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2)
-    end
+    local held = settle(r, s, now, tonumber(permits), tonumber(id))
     local granted, remaining, retry, reset = decide(r, now, 0, unpack(s.body))
-    if i or s.dirty then save(key, r, s, now, server_now, reset) end
+    if held or s.dirty then save(key, r, s, now, server_now, reset) end
     return decision(granted, remaining, retry, reset)
   end
   function OPERATIONS.block(key, r, now, server_now, split, duration)

@@ -267,9 +267,11 @@ function operations(OPERATIONS, decision)
   -- Never refused: logged as one grant now, up to the debt bound live; past that the oldest permits
   -- are forgiven (they would have left first, so spending more never leaves a key better off),
   -- which voids the receipts.
-  function OPERATIONS.charge(key, r, now, server_now, split, permits)
-    permits = tonumber(permits)
+  -- With an id, the charge settles that reservation above what it reserved: its receipt goes.
+  function OPERATIONS.charge(key, r, now, server_now, split, permits, id)
+    permits, id = tonumber(permits), tonumber(id)
     local member, block, rc = load(key, r, now, split, true)
+    for k = #rc / 2, 1, -1 do if rc[2 * k - 1] == id then table.remove(rc, 2 * k - 1) table.remove(rc, 2 * k - 1) end end
     local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
     local live = total - base
     if live + permits > r.bound then rc = {} end
