@@ -1,7 +1,7 @@
 import { scaledUnits } from '../algorithms/token-bucket';
 import { expirySlackMs as slack } from '../store/constants';
 import type { Rule } from '../core/rule';
-import type { RedisAlgorithm } from '../redis/scripts';
+import type { StoreAlgorithm } from '../store/engine';
 
 /**
  * The algorithms `PostgresRateLimiter` runs, named as over Redis and in memory: `'token-bucket'`
@@ -13,7 +13,7 @@ import type { RedisAlgorithm } from '../redis/scripts';
  * const algorithm: PostgresAlgorithm = 'sliding-window-counter';
  * ```
  */
-export type PostgresAlgorithm = RedisAlgorithm;
+export type PostgresAlgorithm = StoreAlgorithm;
 
 /** One algorithm in SQL: the name `ratekeeper_decide` dispatches on, and the rule's numbers its codec reads. */
 export interface SqlPlan {

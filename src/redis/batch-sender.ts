@@ -1,10 +1,10 @@
 import type { Decision } from '../core/decision';
 import { type RedisScriptClient, runScript } from './client';
-import type { InFlight } from './coalescer';
+import type { Flight as InFlight } from '../store/coalescer';
+import type { RefusalCache } from '../store/refusal-cache';
+import type { Bounded } from '../store/timeout';
 import { batchArguments, batchDecisions, type BatchCall } from './protocol';
-import type { RefusalCache } from './refusal-cache';
 import type { LuaScript } from './scripts';
-import type { Bounded } from './timeout';
 
 /** One decision on its way to Redis, from the moment it was asked for until it is answered. */
 export interface Call extends Bounded, BatchCall {

@@ -1,0 +1,183 @@
+import type { Decision } from '../core/decision';
+import { reject } from '../core/decision';
+import type { Rule } from '../core/rule';
+import { checkString } from '../core/validate';
+import type { Flight } from '../store/coalescer';
+import type { StoreCall, StoreEngine } from '../store/engine';
+import { BatchSender, type Call } from './batch-sender';
+import { clientKeyPrefix, isClientClosed, isClusterClient, type RedisScriptClient, toScriptClient } from './client';
+import { KeyOperations } from './key-operations';
+import { type KeyOperation, legacySplit, operationDecision, operationDone, receiptId } from './protocol';
+import { startUp } from './readiness';
+import type { ScriptPlan } from './scripts';
+import { hashSlot } from './slot';
+import { RedisTimeoutError } from './timeout';
+
+/**
+ * The most decisions one script call carries. Small enough that a full batch leaves at once, beside
+ * the round, instead of waiting for it, and that one script holds Redis (and its other clients)
+ * only briefly; 16 beat 32 with 64 callers (bench/HISTORY.md).
+ */
+const MAX_BATCH = 16;
+
+/**
+ * Handed to the sender's `resolve` when a call failed: the layer has answered it already (through
+ * `fail`), by the outage policy, so this placeholder is dropped.
+ */
+const ANSWERED: Decision = reject(1, 0, 1, 1);
+
+/** A layer call as the BatchSender sees it: it answers the layer's call. */
+class SenderCall implements Call {
+  readonly key: string;
+  readonly redisKey: string;
+  readonly permits: number;
+  readonly now: number;
+  readonly rule: Rule;
+  readonly deadline: number;
+  answered = false;
+  script: Call['script'] = undefined;
+  readonly call: StoreCall;
+
+  constructor(call: StoreCall, redisKey: string) {
+    this.call = call;
+    this.key = call.key;
+    this.redisKey = redisKey;
+    this.permits = call.amount;
+    this.now = call.now ?? 0;
+    this.rule = call.rule;
+    this.deadline = call.deadline;
+    call.sent = this;
+  }
+
+  resolve(decision: Decision | Promise<Decision>): void {
+    if (decision !== ANSWERED) this.call.answer(decision as Decision);
+  }
+
+  reject(error: unknown): void {
+    this.call.fail(error);
+  }
+}
+
+/**
+ * Redis (and Valkey, Upstash) under the store layer: decisions go to one {@link BatchSender}, which
+ * keeps NOSCRIPT reloads in order, each call carrying its rule (src/redis/protocol.ts sends a
+ * batch's rule once when its calls share it); key operations go alone through {@link KeyOperations}.
+ *
+ * A Redis key is the limiter's namespace (`prefix + name? + algorithm + ':'`, no rule: the state
+ * records its rule) and the caller's key. The layer's store key still names the rule (it keys the
+ * refusal cache): the Redis key is that less its `limit/windowMs:`. On standalone servers the
+ * scripts also look, on a key's first call, for what the previous version wrote under the rule's
+ * name (`split`, see legacySplit); on a cluster that key is in another slot, out of reach. On a
+ * cluster a batch holds keys of one hash slot, computed on the key the server sees (ioredis's
+ * `keyPrefix` included).
+ */
+export class RedisEngine implements StoreEngine {
+  readonly store = 'Redis';
+  readonly maxBatch = MAX_BATCH;
+  readonly ordered: boolean;
+  readonly batchesOperations = false;
+  readonly #client: unknown;
+  readonly #namespace: string;
+  readonly #slotPrefix: string | undefined;
+  readonly #sender: BatchSender;
+  readonly #operations: KeyOperations;
+
+  /** @throws TypeError for a client of no known shape, or an ioredis `keyPrefix` that is no string. */
+  constructor(client: unknown, plan: ScriptPlan, callerClock: boolean, namespace: string) {
+    const scriptClient: RedisScriptClient = toScriptClient(client);
+    this.#client = client;
+    this.#namespace = namespace;
+    this.ordered = scriptClient.ordered === true;
+    const cluster = isClusterClient(client);
+    this.#slotPrefix = cluster ? clientKeyPrefix(client) : undefined;
+    const split = cluster ? 0 : legacySplit(clientKeyPrefix(client) + namespace);
+    const starting = startUp(client);
+    this.#sender = new BatchSender({
+      client: scriptClient,
+      script: plan.script,
+      split,
+      callerClock,
+      // The layer remembers refusals and answers failures (see SenderCall).
+      refusals: undefined,
+      fallback: (error, call) => {
+        (call as SenderCall).call.fail(error);
+        return ANSWERED;
+      },
+      startUp: starting,
+    });
+    // Unbounded here: the layer bounds every call.
+    this.#operations = new KeyOperations({ client: scriptClient, script: plan.script, split, clock: undefined, timeoutMs: Infinity, startUp: starting });
+  }
+
+  checkKey(key: string): void {
+    checkString('key', key);
+  }
+
+  group(storeKey: string): number {
+    return this.#slotPrefix === undefined ? 0 : hashSlot(this.#slotPrefix + this.#redisKey(storeKey));
+  }
+
+  send(calls: StoreCall[], flight: Flight): void {
+    const [first] = calls;
+    if (first!.op !== 'decide') return this.#operate(first!);
+    this.#sender.send(
+      calls.map((call) => new SenderCall(call, this.#namespace + call.key)),
+      flight,
+    );
+  }
+
+  timedOut(call: StoreCall): void {
+    const sent = call.sent as SenderCall | undefined;
+    if (sent === undefined || sent.answered) return;
+    sent.answered = true;
+    // The layer has answered the call; the sender only lets go of what the call held back.
+    this.#sender.timedOut(sent, new RedisTimeoutError(Infinity));
+  }
+
+  timeoutError(timeoutMs: number, what?: string): Error {
+    return new RedisTimeoutError(timeoutMs, what);
+  }
+
+  clientClosed(): boolean {
+    return isClientClosed(this.#client);
+  }
+
+  /** The Redis key of a layer's store key (see the class): that key less the rule it names. */
+  #redisKey(storeKey: string): string {
+    return this.#namespace + storeKey.slice(this.#namespace.length).replace(RULE, '');
+  }
+
+  /** One key operation, alone: one script call on its key (atomic, Cluster-safe). */
+  #operate(call: StoreCall): void {
+    const { op, amount, now, rule } = call;
+    // A reset is the same at any time: it reads no clock.
+    const reading = op === 'reset' || now === undefined ? '' : String(now);
+    // A reservation's receipt is the id it is kept under in the key, drawn here; a charge with one
+    // settles that reservation above what it reserved.
+    const receipt = op === 'reserve' ? receiptId() : (call.receipt as string | undefined);
+    const args = op === 'reset' ? [] : receipt === undefined ? [String(amount)] : [String(amount), receipt];
+    let reply: Promise<unknown>;
+    try {
+      reply = this.#operations.run(this.#namespace + call.key, op as KeyOperation, reading, rule, args);
+    } catch (error) {
+      return call.fail(error);
+    }
+    reply.then((reply) => {
+      try {
+        if (op === 'block' || op === 'reset') {
+          operationDone(reply, rule.limit);
+          call.answer(undefined);
+        } else {
+          const decision = operationDecision(reply, rule.limit);
+          if (op === 'reserve' && decision.allowed) call.answer(decision, receipt);
+          else call.answer(decision);
+        }
+      } catch (error) {
+        call.fail(error);
+      }
+    }, (error: unknown) => call.fail(error));
+  }
+}
+
+/** The rule a layer's store key names after the namespace (src/store/keys.ts). */
+const RULE = /^\d+\/\d+:/;
