@@ -5,7 +5,7 @@ import { checkString } from '../core/validate';
 import type { Flight } from '../store/coalescer';
 import type { StoreCall, StoreEngine } from '../store/engine';
 import { BatchSender, type Call } from './batch-sender';
-import { clientKeyPrefix, isClientClosed, isClusterClient, type RedisScriptClient, toScriptClient } from './client';
+import { clientKeyPrefix, isClientClosed, isClusterClient, type RedisScriptClient } from './client';
 import { KeyOperations } from './key-operations';
 import { type KeyOperation, legacySplit, operationDecision, operationDone, receiptId } from './protocol';
 import { startUp } from './readiness';
@@ -82,15 +82,14 @@ export class RedisEngine implements StoreEngine {
   readonly #sender: BatchSender;
   readonly #operations: KeyOperations;
 
-  /** @throws TypeError for a client of no known shape, or an ioredis `keyPrefix` that is no string. */
-  constructor(client: unknown, plan: ScriptPlan, callerClock: boolean, namespace: string) {
-    const scriptClient: RedisScriptClient = toScriptClient(client);
+  /** @throws TypeError for an ioredis `keyPrefix` that is no string. */
+  constructor(client: unknown, scriptClient: RedisScriptClient, plan: ScriptPlan, callerClock: boolean, namespace: string) {
     this.#client = client;
     this.#namespace = namespace;
     this.ordered = scriptClient.ordered === true;
     const cluster = isClusterClient(client);
     this.#slotPrefix = cluster ? clientKeyPrefix(client) : undefined;
-    const split = cluster ? 0 : legacySplit(clientKeyPrefix(client) + namespace);
+    const split = cluster ? 0 : keyPrefixBytes(client) + legacySplit(namespace);
     const starting = startUp(client);
     this.#sender = new BatchSender({
       client: scriptClient,
@@ -177,6 +176,16 @@ export class RedisEngine implements StoreEngine {
       }
     }, (error: unknown) => call.fail(error));
   }
+}
+
+/**
+ * The bytes a standalone client puts before every key (ioredis's `keyPrefix`), which may be a
+ * Buffer there: only a cluster needs it as text, for hash slots.
+ */
+function keyPrefixBytes(client: unknown): number {
+  const keyPrefix = (client as { options?: { keyPrefix?: unknown } } | null)?.options?.keyPrefix;
+  if (keyPrefix instanceof Uint8Array) return keyPrefix.byteLength;
+  return legacySplit(clientKeyPrefix(client));
 }
 
 /** The rule a layer's store key names after the namespace (src/store/keys.ts). */

@@ -5,6 +5,7 @@ import { ruleFreeNamespace } from '../store/keys';
 import { claimNamespace } from '../store/namespaces';
 import { checkName } from '../store/store-options';
 import { type RuleOf, type RuleSummary, StoreRateLimiter } from '../store/store-rate-limiter';
+import { toScriptClient } from './client';
 import { RedisEngine } from './engine';
 import type { RedisRateLimiterOptions } from './options';
 import { plans, type RedisAlgorithm } from './scripts';
@@ -43,9 +44,11 @@ export class RedisRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRateL
     if (typeof algorithm !== 'string' || !Object.hasOwn(plans, algorithm)) {
       throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(plans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
-    const engine = new RedisEngine(client, plans[algorithm], clock !== undefined, ruleFreeNamespace(prefix, name, algorithm));
+    // The client is checked first, then the prefix and name its keys are named by.
+    const scriptClient = toScriptClient(client);
     checkString('prefix', prefix);
     checkName(name);
+    const engine = new RedisEngine(client, scriptClient, plans[algorithm], clock !== undefined, ruleFreeNamespace(prefix, name, algorithm));
     if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
     super({ algorithm, rule: rule as R, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch }, engine);
     // Keys name no rule (the state records it), so limiters with different rules share them.
