@@ -30,6 +30,20 @@ describe.skipIf(!redisPort)('exact bucket refunds over Redis', () => {
     expect(await limiter.peek('k', 0)).toMatchObject({ remaining: 7500 });
   });
 
+  test.each([...buckets, ['fixed-window'], ['sliding-window-counter'], ['sliding-window-log']] as const)(
+    '%s: a key keeps receipts for its 64 newest outstanding reservations; the 65th voids the oldest, whose refund gives nothing',
+    async (algorithm) => {
+      const clock = new ManualClock(1_700_000_000_000);
+      const limiter = new RedisRateLimiter({ client: redis, algorithm, rule: Rule.perMinute(1_000), onStoreError: 'deny', clock, prefix: uniquePrefix('bound') });
+      const reservations: AsyncReservation[] = [];
+      for (let i = 0; i < 65; i++) reservations.push(await limiter.reserve('k', 2));
+      expect(await limiter.peek('k', 0)).toMatchObject({ remaining: 870 });
+      expect(await reservations[0]!.settle(0)).toMatchObject({ remaining: 870 });
+      expect(await reservations[1]!.settle(0)).toMatchObject({ remaining: 872 });
+      expect(await reservations[64]!.settle(1)).toMatchObject({ remaining: 873 });
+    },
+  );
+
   const rules = fc.oneof(
     fc.record({ limit: fc.integer({ min: 1, max: 50 }), windowMs: fc.integer({ min: 1_000, max: 100_000 }) }),
     // Wide buckets: a capacity past 2^52 units.
