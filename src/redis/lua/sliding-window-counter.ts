@@ -21,6 +21,12 @@ const ROLLED = `local w = r.window
   end`;
 
 /**
+ * Lua for the whole permits left with `count` in the current window: the limit less the count and
+ * the previous window's weight at `elapsed`, rounded up. Inline, as ROLLED.
+ */
+const available = (count: string) => `r.limit - ${count} - mul_div_ceil(previous, r.window - elapsed, r.window)`;
+
+/**
  * The sliding window counter of src/algorithms/sliding-window-counter.ts, including its exact
  * retry time that may roll over one or two windows, as a codec for the string shell: the state is
  * the window's index, its previous and current counts, and how far into the window the latest
@@ -63,14 +69,9 @@ local function reset_after(r, previous, current, elapsed)
   return 0
 end
 
--- Whole permits left: the limit less the count and the previous window's weight, rounded up.
-local function available(r, previous, current, elapsed)
-  return r.limit - current - mul_div_ceil(previous, r.window - elapsed, r.window)
-end
-
 local function decide(r, now, permits, stored, stored_previous, stored_current, stored_offset)
   ${ROLLED}
-  local left = available(r, previous, current, elapsed)
+  local left = ${available('current')}
   if left < permits then
     local reset = reset_after(r, previous, current, elapsed)
     if permits == 0 then return true, 0, 0, reset end
@@ -89,7 +90,7 @@ function charge(r, now, permits, stored, stored_previous, stored_current, stored
   ${ROLLED}
   local wanted, over = current + permits, false
   if wanted > r.bound then wanted, over = r.bound, true end
-  return math.max(0, available(r, previous, wanted, elapsed)), reset_after(r, previous, wanted, elapsed), over, window, previous, wanted, elapsed
+  return math.max(0, ${available('wanted')}), reset_after(r, previous, wanted, elapsed), over, window, previous, wanted, elapsed
 end
 
 -- As usedAt in memory: the count and the previous window's weight, rounded up.
