@@ -17,15 +17,19 @@ export const BUCKET: StringCodec = {
   body: ['units', 'partial', 'last'],
   folds: true,
   // What no bucket holds (NaN, more than full, deeper than the debt bound) is a foreign value.
-  valid: `(r.wide and units <= r.limit and units >= -DEBT * r.limit and partial >= 0 and partial < r.per_token and last < math.huge) or (not r.wide and units <= r.capacity and units >= -DEBT * r.capacity and partial == 0 and last < math.huge)`,
+  // (`top` is the capacity, or for a wide bucket the limit in whole tokens; `bottom` the debt bound.)
+  valid: `units <= r.top and units >= r.bottom and last < math.huge and (partial == 0 or (r.wide and partial > 0 and partial < r.per_token))`,
   decide: `${FLOOR_DIV}${CEIL_DIV}${MUL_DIV}
 local function prepare(limit, window)
   local a, b = limit, window
   while b ~= 0 do a, b = b, a % b end
   local per_ms, per_token = limit / a, window / a
   local capacity = limit * per_token
+  local wide = (1 + DEBT) * capacity > MAX_SAFE
+  local top = capacity
+  if wide then top = limit end
   return { limit = limit, window = window, per_ms = per_ms, per_token = per_token, capacity = capacity,
-    wide = (1 + DEBT) * capacity > MAX_SAFE, slack = math.min(math.floor(window / 4), SLACK_CAP) }
+    wide = wide, top = top, bottom = -DEBT * top, slack = math.min(math.floor(window / 4), SLACK_CAP) }
 end
 
 -- For a wide bucket in debt: the whole ms until refill has repaid it, and the whole tokens and units
