@@ -137,4 +137,21 @@ describe.skipIf(!redisPort)('Redis Cluster: batches of one hash slot, so no CROS
     expect(slots.every((slot) => slot.size === 1)).toBe(true);
     expect(gated.sent.map((batch) => batch.length)).toEqual([1, 11, 12, 12]);
   });
+
+  test.each(algorithmNames)("%s: the previous version's key, in another slot, is left alone (its counts are forgiven once, see docs/redis.md), and nothing fails", async (algorithm) => {
+    const prefix = uniquePrefix('cluster-upgrade');
+    const rule = new Rule(3, 60_000);
+    const limiter = new RedisRateLimiter({ client: ioredis, algorithm, rule, onStoreError: 'deny', prefix, timeoutMs: 5_000 });
+    const previous = `${prefix}${algorithm}:3/60000:k`;
+    await ioredis.set(previous, 'what the previous version wrote');
+    expect(hashSlot(previous)).not.toBe(hashSlot(`${prefix}${algorithm}:k`));
+    const decided = await limiter.tryAcquire('k');
+    expect(decided).toMatchObject({ allowed: true, remaining: 2 });
+    expect(decided.degraded).toBeUndefined();
+    const peeked = await limiter.peek('k', 0);
+    expect(peeked).toMatchObject({ remaining: 2 });
+    expect(peeked.degraded).toBeUndefined();
+    await limiter.reset('k');
+    expect(await ioredis.get(previous)).toBe('what the previous version wrote');
+  });
 });
