@@ -2,15 +2,13 @@ import type { Decision } from '../core/decision';
 import { type RedisScriptClient, runScript } from './client';
 import type { Flight as InFlight } from '../store/coalescer';
 import type { RefusalCache } from '../store/refusal-cache';
-import { readReply } from './reply';
-import type { ScriptPlan } from './scripts';
 import type { Bounded } from '../store/timeout';
+import { batchArguments, batchDecisions, type BatchCall } from './protocol';
+import type { LuaScript } from './scripts';
 
 /** One decision on its way to Redis, from the moment it was asked for until it is answered. */
-export interface Call extends Bounded {
+export interface Call extends Bounded, BatchCall {
   readonly key: string;
-  readonly redisKey: string;
-  readonly permits: number;
   /** The limiter's clock reading when the call was made; 0 when neither its clock nor its refusal cache reads one. */
   readonly now: number;
   readonly resolve: (decision: Decision | Promise<Decision>) => void;
@@ -30,9 +28,9 @@ interface ScriptCall {
 /** What a {@link BatchSender} needs of its limiter. */
 export interface SenderOptions {
   readonly client: RedisScriptClient;
-  readonly plan: ScriptPlan;
-  readonly ruleArgs: readonly string[];
-  readonly limit: number;
+  readonly script: LuaScript;
+  /** Where the previous version's key names put the rule (see `legacySplit`); 0 for nowhere. */
+  readonly split: number;
   /** Whether the limiter's own clock decides; otherwise the server's. */
   readonly callerClock: boolean;
   readonly refusals: RefusalCache | undefined;
@@ -87,7 +85,7 @@ export class BatchSender {
   };
 
   #run(script: ScriptCall): void {
-    const { client, plan, ruleArgs, callerClock, startUp } = this.#options;
+    const { client, script: lua, split, callerClock, startUp } = this.#options;
     const starting = startUp?.();
     if (starting !== undefined) {
       // Calls whose deadline passed meanwhile were answered by the policy; the others go, in the
@@ -99,21 +97,12 @@ export class BatchSender {
       return;
     }
     const { calls, flight } = script;
-    const keys: string[] = [];
-    const args = ruleArgs.slice();
-    // Permits that are all 1 are left out when the server's clock decides (see batchScript).
-    let leaveOut = !callerClock;
-    for (const call of calls) {
-      keys.push(call.redisKey);
-      if (call.permits !== 1) leaveOut = false;
-    }
-    if (!leaveOut) for (const call of calls) args.push(String(call.permits));
-    if (callerClock) for (const call of calls) args.push(String(call.now));
+    const { keys, args } = batchArguments(calls, split, callerClock);
     script.counted = true;
     this.#inFlight++;
     runScript(
       client,
-      plan.script,
+      lua,
       keys,
       args,
       (reply) => {
@@ -149,10 +138,10 @@ export class BatchSender {
   }
 
   #settle(calls: Call[], reply: unknown): void {
-    const { limit, refusals, fallback } = this.#options;
+    const { refusals, fallback } = this.#options;
     let results: (Decision | Error)[];
     try {
-      results = readReply(reply, calls.length, limit);
+      results = batchDecisions(reply, calls);
     } catch (error) {
       this.#fail(calls, error);
       return;

@@ -1,12 +1,13 @@
 import type { Decision } from '../core/decision';
 import { reject } from '../core/decision';
-import { type Rule, sharedPerRule } from '../core/rule';
+import type { Rule } from '../core/rule';
 import { checkString } from '../core/validate';
 import type { Flight } from '../store/coalescer';
 import type { StoreCall, StoreEngine } from '../store/engine';
 import { BatchSender, type Call } from './batch-sender';
-import { clientKeyPrefix, isClientClosed, isClusterClient, type RedisScriptClient, toScriptClient } from './client';
-import { type KeyOperation, KeyOperations } from './key-operations';
+import { clientKeyPrefix, isClientClosed, isClusterClient, type RedisScriptClient } from './client';
+import { KeyOperations } from './key-operations';
+import { type KeyOperation, legacySplit, operationDecision, operationDone, receiptId } from './protocol';
 import { startUp } from './readiness';
 import type { ScriptPlan } from './scripts';
 import { hashSlot } from './slot';
@@ -31,19 +32,19 @@ class SenderCall implements Call {
   readonly redisKey: string;
   readonly permits: number;
   readonly now: number;
+  readonly rule: Rule;
   readonly deadline: number;
   answered = false;
   script: Call['script'] = undefined;
   readonly call: StoreCall;
-  readonly sender: BatchSender;
 
-  constructor(call: StoreCall, sender: BatchSender) {
+  constructor(call: StoreCall, redisKey: string) {
     this.call = call;
-    this.sender = sender;
     this.key = call.key;
-    this.redisKey = call.storeKey;
+    this.redisKey = redisKey;
     this.permits = call.amount;
     this.now = call.now ?? 0;
+    this.rule = call.rule;
     this.deadline = call.deadline;
     call.sent = this;
   }
@@ -58,10 +59,17 @@ class SenderCall implements Call {
 }
 
 /**
- * Redis (and Valkey, Upstash) under the store layer: decisions go to a {@link BatchSender} (one
- * per rule, each holding its rule's script arguments), which keeps NOSCRIPT reloads in order; key
- * operations go alone through {@link KeyOperations}. On a cluster a batch holds keys of one hash
- * slot, computed on the key the server sees (ioredis's `keyPrefix` included).
+ * Redis (and Valkey, Upstash) under the store layer: decisions go to one {@link BatchSender}, which
+ * keeps NOSCRIPT reloads in order, each call carrying its rule (src/redis/protocol.ts sends a
+ * batch's rule once when its calls share it); key operations go alone through {@link KeyOperations}.
+ *
+ * A Redis key is the limiter's namespace (`prefix + name? + algorithm + ':'`, no rule: the state
+ * records its rule) and the caller's key. The layer's store key still names the rule (it keys the
+ * refusal cache): the Redis key is that less its `limit/windowMs:`. On standalone servers the
+ * scripts also look, on a key's first call, for what the previous version wrote under the rule's
+ * name (`split`, see legacySplit); on a cluster that key is in another slot, out of reach. On a
+ * cluster a batch holds keys of one hash slot, computed on the key the server sees (ioredis's
+ * `keyPrefix` included).
  */
 export class RedisEngine implements StoreEngine {
   readonly store = 'Redis';
@@ -69,38 +77,35 @@ export class RedisEngine implements StoreEngine {
   readonly ordered: boolean;
   readonly batchesOperations = false;
   readonly #client: unknown;
+  readonly #namespace: string;
   readonly #slotPrefix: string | undefined;
-  readonly #sender: (rule: Rule) => BatchSender;
-  readonly #operations: (rule: Rule) => KeyOperations;
+  readonly #sender: BatchSender;
+  readonly #operations: KeyOperations;
 
-  /** @throws TypeError for a client of no known shape. */
-  constructor(client: unknown, plan: ScriptPlan, callerClock: boolean) {
-    const scriptClient: RedisScriptClient = toScriptClient(client);
+  /** @throws TypeError for an ioredis `keyPrefix` that is no string. */
+  constructor(client: unknown, scriptClient: RedisScriptClient, plan: ScriptPlan, callerClock: boolean, namespace: string) {
     this.#client = client;
+    this.#namespace = namespace;
     this.ordered = scriptClient.ordered === true;
-    this.#slotPrefix = isClusterClient(client) ? clientKeyPrefix(client) : undefined;
+    const cluster = isClusterClient(client);
+    this.#slotPrefix = cluster ? clientKeyPrefix(client) : undefined;
+    const split = cluster ? 0 : keyPrefixBytes(client) + legacySplit(namespace);
     const starting = startUp(client);
-    this.#sender = sharedPerRule(
-      (rule) =>
-        new BatchSender({
-          client: scriptClient,
-          plan,
-          ruleArgs: plan.ruleArgs(rule),
-          limit: rule.limit,
-          callerClock,
-          // The layer remembers refusals and answers failures (see SenderCall).
-          refusals: undefined,
-          fallback: (error, call) => {
-            (call as SenderCall).call.fail(error);
-            return ANSWERED;
-          },
-          startUp: starting,
-        }),
-    );
+    this.#sender = new BatchSender({
+      client: scriptClient,
+      script: plan.script,
+      split,
+      callerClock,
+      // The layer remembers refusals and answers failures (see SenderCall).
+      refusals: undefined,
+      fallback: (error, call) => {
+        (call as SenderCall).call.fail(error);
+        return ANSWERED;
+      },
+      startUp: starting,
+    });
     // Unbounded here: the layer bounds every call.
-    this.#operations = sharedPerRule(
-      (rule) => new KeyOperations({ client: scriptClient, script: plan.script, ruleArgs: plan.ruleArgs(rule), limit: rule.limit, clock: undefined, timeoutMs: Infinity, startUp: starting }),
-    );
+    this.#operations = new KeyOperations({ client: scriptClient, script: plan.script, split, clock: undefined, timeoutMs: Infinity, startUp: starting });
   }
 
   checkKey(key: string): void {
@@ -108,15 +113,14 @@ export class RedisEngine implements StoreEngine {
   }
 
   group(storeKey: string): number {
-    return this.#slotPrefix === undefined ? 0 : hashSlot(this.#slotPrefix + storeKey);
+    return this.#slotPrefix === undefined ? 0 : hashSlot(this.#slotPrefix + this.#redisKey(storeKey));
   }
 
   send(calls: StoreCall[], flight: Flight): void {
     const [first] = calls;
     if (first!.op !== 'decide') return this.#operate(first!);
-    const sender = this.#sender(first!.rule);
-    sender.send(
-      calls.map((call) => new SenderCall(call, sender)),
+    this.#sender.send(
+      calls.map((call) => new SenderCall(call, this.#namespace + call.key)),
       flight,
     );
   }
@@ -126,7 +130,7 @@ export class RedisEngine implements StoreEngine {
     if (sent === undefined || sent.answered) return;
     sent.answered = true;
     // The layer has answered the call; the sender only lets go of what the call held back.
-    sent.sender.timedOut(sent, new RedisTimeoutError(Infinity));
+    this.#sender.timedOut(sent, new RedisTimeoutError(Infinity));
   }
 
   timeoutError(timeoutMs: number, what?: string): Error {
@@ -137,36 +141,35 @@ export class RedisEngine implements StoreEngine {
     return isClientClosed(this.#client);
   }
 
+  /** The Redis key of a layer's store key (see the class): that key less the rule it names. */
+  #redisKey(storeKey: string): string {
+    return this.#namespace + storeKey.slice(this.#namespace.length).replace(RULE, '');
+  }
+
   /** One key operation, alone: one script call on its key (atomic, Cluster-safe). */
   #operate(call: StoreCall): void {
-    const operations = this.#operations(call.rule);
-    const { op, amount, now } = call;
+    const { op, amount, now, rule } = call;
     // A reset is the same at any time: it reads no clock.
     const reading = op === 'reset' || now === undefined ? '' : String(now);
-    let args: string[];
-    if (op === 'reset') args = [];
-    else if (op === 'reserve') {
-      // The stamp a key's receipts carry, drawn here: a key reset and reserved again gets another,
-      // so an old receipt gives nothing back (a chance of 2^-52 that it matches).
-      args = [String(amount), String(1 + Math.floor(Math.random() * 2 ** 52))];
-    } else if (op === 'refund') args = [String(amount), ...(call.receipt as readonly string[])];
-    else args = [String(amount)];
+    // A reservation's receipt is the id it is kept under in the key, drawn here; a charge with one
+    // settles that reservation above what it reserved.
+    const receipt = op === 'reserve' ? receiptId() : (call.receipt as string | undefined);
+    const args = op === 'reset' ? [] : receipt === undefined ? [String(amount)] : [String(amount), receipt];
     let reply: Promise<unknown>;
     try {
-      reply = operations.run(call.storeKey, op as KeyOperation, reading, args);
+      reply = this.#operations.run(this.#namespace + call.key, op as KeyOperation, reading, rule, args);
     } catch (error) {
       return call.fail(error);
     }
     reply.then((reply) => {
       try {
         if (op === 'block' || op === 'reset') {
-          operations.done(reply);
+          operationDone(reply, rule.limit);
           call.answer(undefined);
-        } else if (op === 'reserve') {
-          const { decision, receipt } = operations.reservation(reply);
-          call.answer(decision, receipt);
         } else {
-          call.answer(operations.decision(reply));
+          const decision = operationDecision(reply, rule.limit);
+          if (op === 'reserve' && decision.allowed) call.answer(decision, receipt);
+          else call.answer(decision);
         }
       } catch (error) {
         call.fail(error);
@@ -174,3 +177,16 @@ export class RedisEngine implements StoreEngine {
     }, (error: unknown) => call.fail(error));
   }
 }
+
+/**
+ * The bytes a standalone client puts before every key (ioredis's `keyPrefix`), which may be a
+ * Buffer there: only a cluster needs it as text, for hash slots.
+ */
+function keyPrefixBytes(client: unknown): number {
+  const keyPrefix = (client as { options?: { keyPrefix?: unknown } } | null)?.options?.keyPrefix;
+  if (keyPrefix instanceof Uint8Array) return keyPrefix.byteLength;
+  return legacySplit(clientKeyPrefix(client));
+}
+
+/** The rule a layer's store key names after the namespace (src/store/keys.ts). */
+const RULE = /^\d+\/\d+:/;

@@ -1,24 +1,18 @@
 import type { Clock } from '../core/clock';
-import type { Decision } from '../core/decision';
 import { rangeError } from '../core/errors';
 import { describe } from '../core/validate';
+import type { Rule } from '../core/rule';
 import { type RedisScriptClient, runScript } from './client';
-import { readDecision, unexpectedReply } from './reply';
+import { type KeyOperation, operationArguments } from './protocol';
 import type { LuaScript } from './scripts';
 import { RedisTimeoutError } from './timeout';
-
-/** What a limiter's script does to one key besides deciding (see batchScript). */
-export type KeyOperation = 'peek' | 'reserve' | 'charge' | 'refund' | 'block' | 'reset';
-
-/** What a reservation's refund needs, as the script gave it: its numbers as text, so they go back exact. */
-export type RedisReceipt = readonly string[];
 
 /** What {@link KeyOperations} needs of its limiter. */
 export interface KeyOperationsOptions {
   readonly client: RedisScriptClient;
   readonly script: LuaScript;
-  readonly ruleArgs: readonly string[];
-  readonly limit: number;
+  /** Where the previous version's key names put the rule (see `legacySplit`); 0 for nowhere. */
+  readonly split: number;
   /** The limiter's clock; undefined when the server's decides. */
   readonly clock: Clock | undefined;
   readonly timeoutMs: number;
@@ -54,12 +48,13 @@ export class KeyOperations {
   }
 
   /**
-   * Runs `operation` on `redisKey` at `reading` (from {@link reading}; '' for a reset, the same at
-   * any time) with its arguments, and resolves with the script's reply; rejects with the client's
-   * error or a `RedisTimeoutError`.
+   * Runs `operation` on `redisKey` under `rule` at `reading` (from {@link reading}; '' for a reset,
+   * the same at any time) with its arguments, and resolves with the script's reply; rejects with the
+   * client's error or a `RedisTimeoutError`.
    */
-  run(redisKey: string, operation: KeyOperation, reading: string, args: readonly string[]): Promise<unknown> {
-    const { client, script, ruleArgs, timeoutMs, startUp } = this.#options;
+  run(redisKey: string, operation: KeyOperation, reading: string, rule: Rule, rest: readonly string[]): Promise<unknown> {
+    const { client, script, split, timeoutMs, startUp } = this.#options;
+    const { keys, args } = operationArguments(redisKey, operation, reading, split, rule, rest);
     return new Promise((resolve, reject) => {
       let pending = true;
       const timer = timeoutMs === Infinity ? undefined : setTimeout(() => answer(() => reject(new RedisTimeoutError(timeoutMs))), timeoutMs);
@@ -74,8 +69,8 @@ export class KeyOperations {
         runScript(
           client,
           script,
-          [redisKey],
-          [...ruleArgs, operation, reading, ...args],
+          keys,
+          args,
           (reply) => answer(() => resolve(reply)),
           (error) => answer(() => reject(error)),
           () => {},
@@ -88,32 +83,5 @@ export class KeyOperations {
           if (pending) send();
         });
     });
-  }
-
-  /** The decision an operation replied, or (thrown) the error of its key. */
-  decision(reply: unknown): Decision {
-    const result = readDecision(reply, this.#options.limit);
-    if (result instanceof Error) throw result;
-    return result;
-  }
-
-  /** A reservation's reply: its decision and, when granted, its receipt; or (thrown) the error of its key. */
-  reservation(reply: unknown): { decision: Decision; receipt: RedisReceipt | undefined } {
-    if (!Array.isArray(reply)) throw typeof reply === 'string' && reply.startsWith('E ') ? this.#keyError(reply) : unexpectedReply(reply);
-    const decision = this.decision(reply[0]);
-    if (!decision.allowed) return { decision, receipt: undefined };
-    const receipt = typeof reply[1] === 'string' ? reply[1].split(' ') : [];
-    if (receipt.length !== 4 || !receipt.every((n) => Number.isFinite(Number(n)))) throw unexpectedReply(reply);
-    return { decision, receipt };
-  }
-
-  /** Checks the reply of an operation that answers nothing ('OK'). */
-  done(reply: unknown): void {
-    if (reply === 'OK') return;
-    throw typeof reply === 'string' && reply.startsWith('E ') ? this.#keyError(reply) : unexpectedReply(reply);
-  }
-
-  #keyError(reply: string): Error {
-    return readDecision(reply, this.#options.limit) as Error;
   }
 }

@@ -1,10 +1,11 @@
 import type { Rule } from '../core/rule';
 import { typeError } from '../core/errors';
 import { checkString, describe } from '../core/validate';
-import { ruleFreeNamespace, storeNamespace } from '../store/keys';
+import { ruleFreeNamespace } from '../store/keys';
 import { claimNamespace } from '../store/namespaces';
 import { checkName } from '../store/store-options';
 import { type RuleOf, type RuleSummary, StoreRateLimiter } from '../store/store-rate-limiter';
+import { toScriptClient } from './client';
 import { RedisEngine } from './engine';
 import type { RedisRateLimiterOptions } from './options';
 import { plans, type RedisAlgorithm } from './scripts';
@@ -43,14 +44,15 @@ export class RedisRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRateL
     if (typeof algorithm !== 'string' || !Object.hasOwn(plans, algorithm)) {
       throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(plans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
-    const engine = new RedisEngine(client, plans[algorithm], clock !== undefined);
+    // The client is checked first, then the prefix and name its keys are named by.
+    const scriptClient = toScriptClient(client);
     checkString('prefix', prefix);
     checkName(name);
+    const engine = new RedisEngine(client, scriptClient, plans[algorithm], clock !== undefined, ruleFreeNamespace(prefix, name, algorithm));
     if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
     super({ algorithm, rule: rule as R, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch }, engine);
-    const fixed = typeof rule === 'function' ? undefined : (this.rule as Rule);
-    const namespace = fixed === undefined ? ruleFreeNamespace(prefix, name, algorithm) : storeNamespace(prefix, name, algorithm, fixed);
-    claimNamespace(client, namespace, name !== undefined, 'RedisRateLimiter', (message) => console.warn(message));
+    // Keys name no rule (the state records it), so limiters with different rules share them.
+    claimNamespace(client, ruleFreeNamespace(prefix, name, algorithm), name !== undefined, 'RedisRateLimiter', (message) => console.warn(message));
   }
 
   /** A summary for logs and `JSON.stringify`: the algorithm, rule (`'per key'` for a function), key prefix, name (when given) and timeout; never the client. */

@@ -1,10 +1,11 @@
-import { scaledUnits } from '../algorithms/token-bucket';
 import type { Rule } from '../core/rule';
-import { batchScript } from './lua/batch';
-import { FIXED_WINDOW, FIXED_WINDOW_OPERATIONS } from './lua/fixed-window';
-import { SLIDING_WINDOW_COUNTER, SLIDING_WINDOW_COUNTER_OPERATIONS } from './lua/sliding-window-counter';
-import { SLIDING_WINDOW_LOG, SLIDING_WINDOW_LOG_OPERATIONS } from './lua/sliding-window-log';
-import { TOKEN_BUCKET, TOKEN_BUCKET_OPERATIONS } from './lua/token-bucket';
+import { BUCKET } from './lua/bucket';
+import { FIXED_WINDOW } from './lua/fixed-window';
+import { withConstants } from './lua/prelude';
+import { stringScript } from './lua/shell';
+import { SLIDING_WINDOW_COUNTER } from './lua/sliding-window-counter';
+import { SLIDING_WINDOW_LOG } from './lua/sliding-window-log';
+import { batchArguments } from './protocol';
 import { sha1 } from './sha1';
 
 /**
@@ -25,19 +26,12 @@ export interface LuaScript {
   readonly sha1: string;
 }
 
-/** One algorithm over Redis: its script and the rule's numbers, as ARGV[1...], in the script's order. */
-export interface ScriptPlan {
-  readonly script: LuaScript;
-  readonly ruleArgs: (rule: Rule) => string[];
-}
-
 /**
  * Hashed when first sent, not when the module loads: hashing every algorithm's script in code not
  * yet optimized took most of the CPU of importing `ratekeeper/redis` (bench/HISTORY.md), a cost
  * every cold start paid for scripts most applications never run.
  */
-function script(algorithm: string, operations: string, ruleArgs: number): LuaScript {
-  const source = batchScript(algorithm, operations, ruleArgs);
+function script(source: string): LuaScript {
   let digest: string | undefined;
   return {
     source,
@@ -47,24 +41,27 @@ function script(algorithm: string, operations: string, ruleArgs: number): LuaScr
   };
 }
 
-const tokenBucket: ScriptPlan = {
-  script: script(TOKEN_BUCKET, TOKEN_BUCKET_OPERATIONS, 3),
-  // The in-memory bucket's own scaled units, so both decide alike.
-  ruleArgs: (rule) => {
-    const { perMs, perToken, limit } = scaledUnits(rule);
-    return [String(perMs), String(perToken), String(limit)];
-  },
-};
-
-function windowed(source: string, operations: string): ScriptPlan {
-  return { script: script(source, operations, 2), ruleArgs: ({ limit, windowMs }) => [String(limit), String(windowMs)] };
+/**
+ * One algorithm over Redis: its script, and the ARGV of a batch of decisions on keys of one rule
+ * (the permits left out, all 1, and no look for the previous version's keys), for a script sent
+ * bare (bench/redis.ts).
+ */
+export interface ScriptPlan {
+  readonly script: LuaScript;
+  readonly ruleArgs: (rule: Rule) => string[];
 }
 
-/** The plan for each algorithm name. */
+function plan(source: string): ScriptPlan {
+  return { script: script(withConstants(source)), ruleArgs: (rule) => batchArguments([{ redisKey: '', permits: 1, now: 0, rule }], 0, false).args };
+}
+
+const bucket = plan(stringScript(BUCKET));
+
+/** The plan of each algorithm (the leaky bucket decides as the token bucket does, so it runs the same script). */
 export const plans: Readonly<Record<RedisAlgorithm, ScriptPlan>> = {
-  'token-bucket': tokenBucket,
-  'leaky-bucket': tokenBucket,
-  'fixed-window': windowed(FIXED_WINDOW, FIXED_WINDOW_OPERATIONS),
-  'sliding-window-log': windowed(SLIDING_WINDOW_LOG, SLIDING_WINDOW_LOG_OPERATIONS),
-  'sliding-window-counter': windowed(SLIDING_WINDOW_COUNTER, SLIDING_WINDOW_COUNTER_OPERATIONS),
+  'token-bucket': bucket,
+  'leaky-bucket': bucket,
+  'fixed-window': plan(stringScript(FIXED_WINDOW)),
+  'sliding-window-log': plan(SLIDING_WINDOW_LOG),
+  'sliding-window-counter': plan(stringScript(SLIDING_WINDOW_COUNTER)),
 };

@@ -48,8 +48,8 @@ describe.skipIf(!redisPort)('key operations over Redis', () => {
   const limiterOn = (client: RedisClientLike, algorithm: RedisAlgorithm, rule: Rule, clock: ManualClock) =>
     new RedisRateLimiter({ client, algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('ops'), timeoutMs: 5_000 });
   const redisKey = (limiter: RedisRateLimiter, key: string) => {
-    const { prefix, algorithm, rule } = limiter.toJSON();
-    return `${prefix}${algorithm}:${rule.limit}/${rule.windowMs}:${key}`;
+    const { prefix, algorithm } = limiter.toJSON();
+    return `${prefix}${algorithm}:${key}`;
   };
 
   for (const clientName of ['ioredis', 'node-redis'] as const) {
@@ -178,7 +178,7 @@ describe.skipIf(!redisPort)('key operations over Redis', () => {
     const reservation = await limiter.reserve('k', 2);
     await same(() => reservation.settle(-1), () => memory.reserve('k', 2).settle(-1));
     await same(() => reservation.settle(0.5), () => memory.reserve('k', 2).settle(0.5));
-    expect(await redis.exists(`${limiter.toJSON().prefix}${algorithm}:10/60000:k`)).toBe(1);
+    expect(await redis.exists(`${limiter.toJSON().prefix}${algorithm}:k`)).toBe(1);
   });
 
   test('a limit of 2^53 - 1, a charge of 2^53 - 1, a block of 2^42 ms and fractional readings decide as in memory', async () => {
@@ -218,27 +218,32 @@ describe.skipIf(!redisPort)('key operations over Redis', () => {
       values.forEach((value, i) => bytes.writeDoubleLE(value, 8 * i));
       return bytes;
     };
+    const stringAlgorithms = algorithmNames.filter((name) => name !== 'sliding-window-log');
+    // A state under rule limit/60000 with nothing counted, then the given tail, of the algorithm the key names.
+    const stateOf = (key: string, limit: number, tail: number[]) => {
+      const body = key.includes('-bucket:') ? [limit * 12_000, 0, 0] : key.includes('fixed-window:') ? [0, 0] : [0, 0, 0, 0];
+      return doubles(limit, limit === 0 ? 0 : 60_000, 0, ...body, ...tail);
+    };
     const foreign: [string, (key: string) => Promise<unknown>, RedisAlgorithm[]?][] = [
       ['a list', (key) => redis.rpush(key, 'x')],
       ['a hash', (key) => redis.hset(key, 'f', 'v')],
       ['a short string', (key) => redis.set(key, 'hello')],
-      // The sizes of the bucket's layouts, holding what no state of ours holds.
+      // The sizes of the states, holding what no state of ours holds.
       ['40 bytes of text', (key) => redis.set(key, 'x'.repeat(40))],
-      ['24 bytes of NaN', (key) => redis.set(key, Buffer.alloc(24, 0xff))],
+      ['48 bytes of NaN', (key) => redis.set(key, Buffer.alloc(48, 0xff))],
       ['24 bytes of text', (key) => redis.set(key, 'y'.repeat(24))],
-      // An older layout of the bucket: two doubles, before the expiry time was kept.
-      // Doubles of the right sizes whose time is infinite: no reading ever comes after it.
-      ['a bucket counted at an infinite time', (key) => redis.set(key, doubles(1, Infinity, 0)), ['token-bucket', 'leaky-bucket']],
-      ['a window at infinity', (key) => redis.set(key, doubles(Infinity, 1)), ['fixed-window']],
-      ['a counter at infinity', (key) => redis.set(key, doubles(Infinity, 0, 1, 0)), ['sliding-window-counter']],
-      // (To a fixed window, 16 bytes of zeros are its own state of a window with nothing counted.)
-      ['an older bucket of 16 bytes', (key) => redis.set(key, Buffer.alloc(16)), algorithmNames.filter((name) => name !== 'fixed-window')],
+      ['16 bytes', (key) => redis.set(key, Buffer.alloc(16)), algorithmNames.filter((name) => name !== 'sliding-window-log')],
+      // States of the right sizes (rule 5/60000, an expiry time, the counts) holding what no state holds.
+      ['a bucket counted at an infinite time', (key) => redis.set(key, doubles(5, 60_000, 0, 60_000, 0, Infinity)), ['token-bucket', 'leaky-bucket']],
+      ['a bucket fuller than its rule allows', (key) => redis.set(key, doubles(5, 60_000, 0, 60_001, 0, 0)), ['token-bucket', 'leaky-bucket']],
+      ['a window at infinity', (key) => redis.set(key, doubles(5, 60_000, 0, Infinity, 1)), ['fixed-window']],
+      ['a counter at infinity', (key) => redis.set(key, doubles(5, 60_000, 0, Infinity, 0, 1, 0)), ['sliding-window-counter']],
+      ['a state under a rule no Rule has (window 0)', (key) => redis.set(key, stateOf(key, 0, [])), stringAlgorithms],
+      ['a block that is NaN', (key) => redis.set(key, stateOf(key, 5, [NaN])), stringAlgorithms],
+      ['a receipt whose id is not whole', (key) => redis.set(key, stateOf(key, 5, [-Infinity, 1.5, 0, 0])), stringAlgorithms],
+      ['a tail of four doubles', (key) => redis.set(key, stateOf(key, 5, [-Infinity, 1, 0, 0, 0])), stringAlgorithms],
       ['a sorted set of foreign members', (key) => redis.zadd(key, 1, 'member')],
-      // The tail of a bucket whose refunds gave something back holds a third double: a count, 0 to 2^53 - 1.
-      ['a bucket whose count of units given back is negative', (key) => redis.set(key, doubles(60_000, 0, 0, -Infinity, 1, -1)), ['token-bucket', 'leaky-bucket']],
-      ['a bucket whose count of units given back is NaN', (key) => redis.set(key, doubles(60_000, 0, 0, -Infinity, 1, NaN)), ['token-bucket', 'leaky-bucket']],
-      ['a bucket whose count of units given back passes 2^53 - 1', (key) => redis.set(key, doubles(60_000, 0, 0, -Infinity, 1, 2 ** 53)), ['token-bucket', 'leaky-bucket']],
-      ['a tail of four doubles', (key) => redis.set(key, doubles(60_000, 0, 0, -Infinity, 1, 0, 0))],
+      ['a log whose rule member names no rule', (key) => redis.zadd(key, '-inf', 'r5/0'), ['sliding-window-log']],
     ];
     for (const [name, write, algorithms = algorithmNames] of foreign) {
       test.each(algorithms)(`%s: ${name}`, async (algorithm) => {

@@ -1,7 +1,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
 import { ceilDiv, floorDiv } from '../../src/core/exact';
-import { CEIL_DIV, FLOOR_DIV, MUL_DIV, PRELUDE } from '../../src/redis/lua/prelude';
+import { CEIL_DIV, FLOOR_DIV, MUL_DIV, PRELUDE, withConstants } from '../../src/redis/lua/prelude';
 import { useIoredis, redisPort } from './helpers/clients';
 
 // Runs the scripts' own helpers on pairs of operands and returns every result as exact text.
@@ -36,14 +36,14 @@ describe.skipIf(!redisPort)('the Lua prelude rounds exactly as src/core/exact.ts
 });
 
 // mul_div_mod's quotient and remainder, as exact text, for each quadruple of operands.
-const wideProbe = `${PRELUDE}${FLOOR_DIV}${CEIL_DIV}${MUL_DIV}
+const wideProbe = withConstants(`${PRELUDE}${FLOOR_DIV}${CEIL_DIV}${MUL_DIV}
 local out = {}
 for i = 1, #ARGV, 4 do
   local q, r = mul_div_mod(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]))
   out[#out + 1] = string.format('%.17g', q)
   out[#out + 1] = string.format('%.17g', r)
 end
-return out`;
+return out`);
 
 const safe = fc.oneof(fc.bigInt({ min: 0n, max: 2n ** 53n - 1n }), fc.bigInt({ min: 2n ** 53n - 1000n, max: 2n ** 53n - 1n }), fc.bigInt({ min: 0n, max: 2n ** 42n }));
 

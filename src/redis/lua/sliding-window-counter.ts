@@ -1,12 +1,14 @@
-import { CEIL_DIV, FLOOR_DIV, FOREIGN, MUL_DIV, blockedAnswer, readTail } from './prelude';
+import { CEIL_DIV, FLOOR_DIV, FOREIGN, MUL_DIV } from './prelude';
+import type { StringCodec } from './shell';
 
 /**
  * Lua setting the locals `window`, `elapsed`, `previous` and `current`: the counts as seen at `now`
- * from the stored ones. Inline, so a decision defines no function for it.
+ * from the stored ones. A reading earlier than the latest grant counts as no time passing (a fresh
+ * state has none). Inline, so that a decision calls no function for it.
  */
-const ROLLED = `local window = floor_div(now, w)
+const ROLLED = `local w = r.window
+  local window = floor_div(now, w)
   local elapsed = now - window * w
-  -- A reading earlier than the latest grant counts as no time passing (a fresh state has none).
   if window <= stored and (stored_previous ~= 0 or stored_current ~= 0) then
     window = stored
     elapsed = math.max(now - window * w, stored_offset)
@@ -19,20 +21,33 @@ const ROLLED = `local window = floor_div(now, w)
   end`;
 
 /**
+ * Lua for the whole permits left with `count` in the current window: the limit less the count and
+ * the previous window's weight at `elapsed`, rounded up. Inline, as ROLLED.
+ */
+const available = (count: string) => `r.limit - ${count} - mul_div_ceil(previous, r.window - elapsed, r.window)`;
+
+/**
  * The sliding window counter of src/algorithms/sliding-window-counter.ts, including its exact
- * retry time that may roll over one or two windows, as a `decide` and the `OPERATIONS` for
- * {@link batchScript}. A key holds four packed doubles: the window's index, its previous and
- * current counts, and how far into the window the latest grant was; once blocked or reserved, the
- * tail of two more (see `readTail` in prelude.ts). ARGV[1..2]: limit, windowMs.
- *
- * In debt (a charge) the current count passes the limit, up to twice it, and weighs on the next
- * window as the previous count; a reservation's receipt is its window, and a refund takes permits
+ * retry time that may roll over one or two windows, as a codec for the string shell: the state is
+ * the window's index, its previous and current counts, and how far into the window the latest
+ * grant was. In debt the current count passes the limit (up to the debt bound) and weighs on the
+ * next window as the previous count. A reservation's receipt is its window; a refund takes permits
  * off the count they are in while it still counts (the current one, then the previous one).
  */
-export const SLIDING_WINDOW_COUNTER = `${FLOOR_DIV}${CEIL_DIV}${MUL_DIV}
-local limit, w = tonumber(ARGV[1]), tonumber(ARGV[2])
+export const SLIDING_WINDOW_COUNTER: StringCodec = {
+  body: ['stored', 'stored_previous', 'stored_current', 'stored_offset'],
+  folds: false,
+  // What no counter holds (NaN, counts below 0 or past the debt bound) is a foreign value.
+  valid: 'stored_previous >= 0 and stored_previous <= r.bound and stored_current >= 0 and stored_current <= r.bound and stored_offset >= 0 and stored_offset < r.window and stored < math.huge',
+  decide: `${FLOOR_DIV}${CEIL_DIV}${MUL_DIV}
+local function prepare(limit, window)
+  return { limit = limit, window = window, bound = math.min((1 + DEBT) * limit, MAX_SAFE), slack = math.min(math.floor(window / 4), SLACK_CAP) }
+end
 
-local function retry_after(permits, previous, current, elapsed)
+
+-- The one place the retry time is computed (the in-memory retryAfter, operation for operation).
+local function retry_after(r, permits, previous, current, elapsed)
+  local w, limit = r.window, r.limit
   local until_next = w - elapsed
   -- The weight may be at most fits: previous * (w - elapsed - wait) <= fits * w.
   local fits = limit - current - permits
@@ -48,115 +63,64 @@ local function retry_after(permits, previous, current, elapsed)
   return math.ceil(until_next + w)
 end
 
-local function reset_after(previous, current, elapsed)
-  if current > 0 then return math.ceil(2 * w - elapsed) end
-  if previous > 0 then return math.ceil(w - elapsed) end
+local function reset_after(r, previous, current, elapsed)
+  if current > 0 then return math.ceil(2 * r.window - elapsed) end
+  if previous > 0 then return math.ceil(r.window - elapsed) end
   return 0
 end
 
--- mode: see blockedAnswer in prelude.ts. Beyond the decision, a grant returns its window and the stamp of the key's receipts.
-local function decide(key, now, permits, server_now, mode)
-  local stored, stored_previous, stored_current, stored_offset, block, stamp = -math.huge, 0, 0, 0, nil, 0
-  local state = redis.call('GET', key)
-  if state then
-    if #state == 32 then
-      stored, stored_previous, stored_current, stored_offset = struct.unpack('<dddd', state)
-    else
-      stored, stored_previous, stored_current, stored_offset = unpacked(string.sub(state, 1, 32), '<dddd', 32)
-      ${readTail('state', 32)}
-    end
-    -- What no counter holds (NaN, counts below 0 or past the debt bound) is a foreign value.
-    if not (stored_previous >= 0 and stored_previous <= 2 * limit and stored_current >= 0 and stored_current <= 2 * limit and stored_offset >= 0 and stored_offset < w and stored < math.huge) then ${FOREIGN} end
-  end
+local function decide(r, now, permits, stored, stored_previous, stored_current, stored_offset)
   ${ROLLED}
-  local shut = block and block > window * w + elapsed and mode ~= 'own' and mode ~= 'charge'
-  -- Whole permits left: the limit less the count and the previous window's weight, rounded up.
-  local available = limit - current - mul_div_ceil(previous, w - elapsed, w)
-  if available < permits then
-    local reset = reset_after(previous, current, elapsed)
-    -- In debt even 0 permits do not fit; for the state now (peek 0), simply none left.
-    local retry = 0
-    if permits > 0 then retry = retry_after(permits, previous, current, elapsed) end
-    if shut then ${blockedAnswer('window * w + elapsed', 'retry', 'reset')} end
+  local left = ${available('current')}
+  if left < permits then
+    local reset = reset_after(r, previous, current, elapsed)
     if permits == 0 then return true, 0, 0, reset end
-    return false, math.max(0, available), retry, reset
+    return false, math.max(0, left), retry_after(r, permits, previous, current, elapsed), reset
   end
-  local reset = reset_after(previous, current + permits, elapsed)
-  if shut then ${blockedAnswer('window * w + elapsed', '0', 'reset')} end
-  if mode and mode ~= 'reserve' and mode ~= 'charge' then return true, available - permits, 0, reset end
-  if window == stored then
-    -- The window's first grant set the expiry to the end of the next window: keep it, overwrite in place.
-    redis.call('SETRANGE', key, 0, struct.pack('<dddd', window, previous, current + permits, elapsed))
-  elseif block then
-    -- A charge may spend while blocked: the expiry still covers the block.
-    local ttl = math.max(reset, math.ceil(block - window * w - elapsed))
-    redis.call('SET', key, struct.pack('<dddddd', window, previous, current + permits, elapsed, block, stamp), 'PX', ms(ttl))
-  else
-    redis.call('SET', key, struct.pack('<dddd', window, previous, current + permits, elapsed), 'PX', ms(reset))
-  end
-  return true, available - permits, 0, reset, window, 0, 0, stamp
+  return true, left - permits, 0, reset_after(r, previous, current + permits, elapsed), window, previous, current + permits, elapsed
 end
-`;
-
-/** The operations on one key (see batchScript), defined only when a call names one. */
-export const SLIDING_WINDOW_COUNTER_OPERATIONS = `
--- The counts as an operation reads them, then block (nil without a tail) and stamp.
-local function counted(key)
-  local state = redis.call('GET', key)
-  if not state then return -math.huge, 0, 0, 0, nil, 0 end
-  local stored, previous, current, offset = unpacked(string.sub(state, 1, 32), '<dddd', 32)
-  local block, stamp = tail_of(state, 32)
-  if not (previous >= 0 and previous <= 2 * limit and current >= 0 and current <= 2 * limit and offset >= 0 and offset < w and stored < math.huge) then ${FOREIGN} end
-  return stored, previous, current, offset, block, stamp
+`,
+  rest: `
+function fresh(r)
+  return -math.huge, 0, 0, 0
 end
 
 
-local function stamped(key, stamp)
-  return stamp_string(key, 32, stamp)
-end
-
--- Never refused: what goes past twice the limit (never past 2^53 - 1, as usageBound in
--- src/algorithms/accounting.ts) is forgiven, which voids the receipts issued before.
-function OPERATIONS.charge(key, now, server_now, permits)
-  permits = tonumber(permits)
-  local fits = charged_as_granted(key, now, permits, server_now)
-  if fits then return fits end
-  local stored, stored_previous, stored_current, stored_offset, block, stamp = counted(key)
+function charge(r, now, permits, stored, stored_previous, stored_current, stored_offset)
   ${ROLLED}
-  local wanted = current + permits
-  local bound = math.min(2 * limit, 9007199254740991)
-  if wanted > bound then
-    wanted = bound
-    stamp = 0
-  end
-  local reset = reset_after(previous, wanted, elapsed)
-  local state = struct.pack('<dddd', window, previous, wanted, elapsed)
-  if block then state = state .. struct.pack('<dd', block, stamp) end
-  redis.call('SET', key, state, 'PX', ms(expiry(key, reset, block, window * w + elapsed)))
-  return decision(true, math.max(0, limit - wanted - mul_div_ceil(previous, w - elapsed, w)), 0, reset)
+  local wanted, over = current + permits, false
+  if wanted > r.bound then wanted, over = r.bound, true end
+  return math.max(0, ${available('wanted')}), reset_after(r, previous, wanted, elapsed), over, window, previous, wanted, elapsed
 end
 
--- Off the current count while its window lasts, off the previous count through the next window
--- (exactly the weight still counted), nothing after; in place, so the expiry and the tail stay.
--- Answers the state now, the block aside, as a settle does.
-function OPERATIONS.refund(key, now, server_now, permits, window, _, _, receipt)
-  local stored, previous, current, offset, _, stamp = counted(key)
-  window, permits = tonumber(window), tonumber(permits)
-  if stamp ~= 0 and stamp == tonumber(receipt) then
-    local index = math.max(floor_div(now, w), stored)
-    if window == stored and index <= window + 1 then
-      current = current - math.min(permits, current)
-      redis.call('SETRANGE', key, 0, struct.pack('<dddd', stored, previous, current, offset))
-    elseif window == stored - 1 and index == stored then
-      previous = previous - math.min(permits, previous)
-      redis.call('SETRANGE', key, 0, struct.pack('<dddd', stored, previous, current, offset))
-    end
-  end
-  return decision(decide(key, now, 0, server_now, 'own'))
+-- As usedAt in memory: the count and the previous window's weight, rounded up.
+function used(r, now, stored, previous, current, offset)
+  local w = r.window
+  local index = floor_div(now, w)
+  if index >= stored + 2 or previous + current == 0 then return 0 end
+  if index > stored then return mul_div_ceil(current, w - (now - index * w), w) end
+  return current + mul_div_ceil(previous, w - math.max(now - stored * w, offset), w)
 end
 
-function OPERATIONS.block(key, now, server_now, duration)
-  counted(key) -- read (and so checked) first
-  return block_string(key, now, tonumber(duration), 32, struct.pack('<dddd', -math.huge, 0, 0, 0))
+function mark(r, stored)
+  return stored
 end
-`;
+
+function refund(r, now, permits, window, stored, previous, current, offset)
+  local index = math.max(floor_div(now, r.window), stored)
+  if window == stored and index <= window + 1 then current = current - math.min(permits, current)
+  elseif window == stored - 1 and index == stored then previous = previous - math.min(permits, previous) end
+  return stored, previous, current, offset
+end
+
+-- The state the previous version wrote under the same rule: 32 bytes (window, previous, current,
+-- offset), then once blocked or reserved the block end and a stamp.
+function legacy(r, state)
+  if #state ~= 32 and #state ~= 48 then ${FOREIGN} end
+  local stored, previous, current, offset = struct.unpack('<dddd', state)
+  local block = -math.huge
+  if #state == 48 then block = legacy_tail(state, 33) end
+  return stored, previous, current, offset, block
+end
+`,
+};

@@ -1,50 +1,116 @@
-import { blockedAnswer } from './prelude';
+import { dispatch, topLevelLocals } from './shell';
+import { LEGACY_KEY, PRELUDE } from './prelude';
 
 /**
- * Lua reading the log as seen at `now` (moved up to its newest grant: a reading earlier counts as no
- * time passing, which keeps the log in order) into locals: its running `total`, the `newest` grant
- * and its permits (`newest_size`), `cutoff` (the text of now - windowMs), the total before the
- * oldest live grant (`base`), whether any grant has `expired`, the `live` permits, and the `meta`
- * member (nil without one) with its `block` end and `stamp`. Inline in decide and in charge, so a
- * decision calls no function for it.
+ * The sliding window log of src/algorithms/sliding-window-log.ts. Its pure part decides from what
+ * the log holds at a reading (the live permits, the newest grant, and when the grant that must
+ * leave for a request to fit leaves); the rest is the log's own shell, since its store is a sorted
+ * set, not a string: one member per grant, whatever its size, scored by its time (grants at one
+ * time share a member: they leave together). A member is the running total of permits through that
+ * grant, padded to 16 digits (so that grants of one time sort in the order granted), then ':' and
+ * the grant's permits: the permits of any stretch of the log are one subtraction, and a script's
+ * work and the set's size are bounded by grants, never by permits. Expired grants are trimmed
+ * whenever a request is granted.
+ *
+ * The first member, scored -inf, is the rule the log counts under, `r<limit>/<windowMs>`, followed
+ * once blocked or reserved by `|<block end>` and `|<id>,<grant time>` per outstanding receipt,
+ * oldest first: ranks and counts by score stay those of the grants after it, and trimming by score
+ * never reaches it. Carry-over and adoption of the previous version's log are as in the string
+ * shell (src/redis/lua/shell.ts).
  */
-const SCAN = `local newest, total, newest_size = -math.huge, 0, 0
+const CODEC = `
+local function prepare(limit, window)
+  return { limit = limit, window = window, bound = math.min((1 + DEBT) * limit, MAX_SAFE), tag = string.format('r%d/%d', limit, window) }
+end
+
+-- A request the live permits leave no room for: it fits once the grant holding the permit that must
+-- leave has left, at leaving + windowMs (at least 1 ms away: it is still in the window now). In
+-- debt even 0 permits do not fit; for the state now (peek 0), simply none left.
+local function refusal(r, now, permits, live, leaving, newest)
+  local retry = math.max(1, math.ceil(leaving + r.window - now))
+  local reset = math.max(retry, math.ceil(newest + r.window - now))
+  if permits == 0 then return true, 0, 0, reset end
+  return false, math.max(0, r.limit - live), retry, reset
+end
+
+-- A request that fits: the newest grant, now, leaves at now + windowMs; from then on the key is as new.
+local function allowance(r, now, permits, live, newest)
+  if permits > 0 then return true, r.limit - live - permits, 0, math.ceil(r.window) end
+  if live > 0 then return true, r.limit - live, 0, math.max(1, math.ceil(newest + r.window - now)) end
+  return true, r.limit, 0, 0
+end
+`;
+
+/**
+ * The log as seen at `now` (moved up to its newest grant: a reading earlier counts as no time
+ * passing, which keeps the log in order): its meta member (nil without one), the reading, the
+ * newest grant's time and permits, the running total, the total before the oldest live grant,
+ * `cutoff` (the text of now - windowMs) and whether any grant has expired. Usually the oldest grant
+ * of all is still live, and one look at it tells.
+ */
+const VIEW = `
+-- Scores cross into Redis as text: '%.17g' gives back the same double.
+local function exact(x)
+  return string.format('%.17g', x)
+end
+
+local function not_ours()
+  error('ratekeeper: not a sliding-window-log key')
+end
+
+-- A member's running total and permits.
+local function grant(member)
+  local total, permits = string.match(member, '^(%d+):(%d+)$')
+  if not total then not_ours() end
+  return tonumber(total), tonumber(permits)
+end
+
+local function view(key, window, now)
+  local newest, total, newest_size = -math.huge, 0, 0
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[1] and last[2] ~= '-inf' then
     total, newest_size = grant(last[1])
     newest = tonumber(last[2])
   end
   if now < newest then now = newest end
-  local cutoff = exact(now - window_ms)
-  -- The running total before the oldest live grant: every permit after it is live. Usually the
-  -- oldest grant of all is still live, and one look at it tells.
-  local base, expired, meta, block, stamp = total, false, nil, nil, 0
-  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if oldest[2] == '-inf' then
-    meta = oldest[1]
-    block, stamp = meta_of(meta)
-  end
-  if oldest[1] and tonumber(oldest[2]) <= now - window_ms then
+  local head = redis.call('ZRANGE', key, 0, 1, 'WITHSCORES')
+  local meta, oldest, oldest_at = nil, head[1], head[2]
+  if head[2] == '-inf' then meta, oldest, oldest_at = head[1], head[3], head[4] end
+  local base, expired = total, false
+  if oldest and tonumber(oldest_at) <= now - window then
     expired = true
-    oldest = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'LIMIT', 0, 1)
+    oldest = redis.call('ZRANGEBYSCORE', key, '(' .. exact(now - window), '+inf', 'LIMIT', 0, 1)[1]
   end
-  if oldest[1] then
-    local through, size = grant(oldest[1])
+  if oldest then
+    local through, size = grant(oldest)
     base = through - size
   end
-  local live = total - base`;
+  return meta, now, newest, newest_size, total, base, expired
+end
 
-/** Lua logging `permits` at `now` after {@link SCAN}, trimming what has expired: the one place that writes grants. */
-function logGrant(permits: string): string {
-  return `if live == 0 then
+-- When the first live grant whose running total reaches wanted was logged, found by rank.
+local function leaving(key, wanted, now, window)
+  local low = redis.call('ZCOUNT', key, '-inf', exact(now - window))
+  local high = redis.call('ZCARD', key) - 1
+  while low < high do
+    local mid = math.floor((low + high) / 2)
+    if grant(redis.call('ZRANGE', key, mid, mid)[1]) >= wanted then high = mid else low = mid + 1 end
+  end
+  return tonumber(redis.call('ZRANGE', key, low, low, 'WITHSCORES')[2])
+end
+
+-- Logs permits at now after view, trimming what has expired: the one place that writes grants.
+local function log_grant(key, window, permits, now, newest, newest_size, total, base, expired)
+  local live = total - base
+  if live == 0 then
     -- Every grant has left: start the totals over.
-    if meta then redis.call('ZREMRANGEBYSCORE', key, '(-inf', '+inf') elseif total > 0 then redis.call('DEL', key) end
+    if total > 0 then redis.call('ZREMRANGEBYSCORE', key, '(-inf', '+inf') end
     total = 0
   else
-    if expired then redis.call('ZREMRANGEBYSCORE', key, '(-inf', cutoff) end
+    if expired then redis.call('ZREMRANGEBYSCORE', key, '(-inf', exact(now - window)) end
     -- Totals stay below 2^53 so that every sum and difference is exact: counted again from the
-    -- oldest live grant, they are at most the limit (twice it in debt).
-    if total > 9007199254740991 - ${permits} then
+    -- oldest live grant, they are at most the debt bound.
+    if total > MAX_SAFE - permits then
       local members = redis.call('ZRANGEBYSCORE', key, '(-inf', '+inf', 'WITHSCORES')
       redis.call('ZREMRANGEBYSCORE', key, '(-inf', '+inf')
       for i = 1, #members, 2 do
@@ -57,198 +123,253 @@ function logGrant(permits: string): string {
   if live > 0 and newest == now then
     -- Grants at one time leave together: the newest member, of this very time, takes these permits.
     redis.call('ZREM', key, string.format('%016d:%d', total, newest_size))
-    redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + ${permits}, newest_size + ${permits}))
+    redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + permits, newest_size + permits))
   else
-    redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + ${permits}, ${permits}))
-  end`;
-}
-
-/**
- * The sliding window log of src/algorithms/sliding-window-log.ts, as a `decide` and the
- * `OPERATIONS` for {@link batchScript}. A key is a sorted set with one member per grant, whatever
- * its size, scored by its time (grants at one time share a member: they leave together). A member
- * is the running total of permits through that grant, padded to 16 digits (so that grants of one
- * time sort in the order granted), then ':' and the grant's permits: the permits of any stretch of
- * the log are one subtraction, and a script's work and the set's size are bounded by grants, never
- * by permits. Expired grants are trimmed whenever a request is granted, so the set never holds more
- * than `limit` of them afterwards (twice that in debt). ARGV[1..2]: limit, windowMs.
- *
- * Once blocked or reserved, the set also holds one member scored -inf, `meta:<block end>:<stamp>`
- * (-inf for no block, 0 for no stamp), before every grant: ranks and counts by score stay those of
- * the grants after it, and trimming by score never reaches it. A reservation's receipt is its
- * grant's time, and a refund takes permits off the member of that time while it is in the window.
- */
-export const SLIDING_WINDOW_LOG = `
-local limit, window_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
-
--- Scores cross into Redis as text: '%.17g' gives back the same double.
-local function exact(x)
-  return string.format('%.17g', x)
-end
-
--- A member's running total and permits; anything else under the key is not a log of ours.
-local function grant(member)
-  local total, permits = string.match(member, '^(%d+):(%d+)$')
-  if not total then error('ratekeeper: not a sliding-window-log key') end
-  return tonumber(total), tonumber(permits)
-end
-
--- The block end and stamp of the member scored -inf.
-local function meta_of(member)
-  local block, stamp = string.match(member, '^meta:([^:]+):([^:]+)$')
-  if not block then error('ratekeeper: not a sliding-window-log key') end
-  return tonumber(block), tonumber(stamp)
-end
-
-local function total_at(key, rank)
-  return (grant(redis.call('ZRANGE', key, rank, rank)[1]))
-end
-
--- mode: see blockedAnswer in prelude.ts. Beyond the decision, a grant returns its time and the stamp of the key's receipts.
-local function decide(key, now, permits, server_now, mode)
-  ${SCAN}
-  local shut = block and block > now and mode ~= 'own' and mode ~= 'charge'
-  if live + permits > limit then
-    -- The request fits once the grant holding the (live + permits - limit)-th live permit has left:
-    -- the first live grant whose running total reaches it, found by rank.
-    local wanted = total - limit + permits
-    local low = redis.call('ZCOUNT', key, '-inf', cutoff)
-    local high = redis.call('ZCARD', key) - 1
-    while low < high do
-      local mid = math.floor((low + high) / 2)
-      if total_at(key, mid) >= wanted then high = mid else low = mid + 1 end
-    end
-    local leaving = tonumber(redis.call('ZRANGE', key, low, low, 'WITHSCORES')[2])
-    -- Still in the window now, so the wait is at least 1 ms even when its time + windowMs rounds down.
-    local retry = math.max(1, math.ceil(leaving + window_ms - now))
-    local reset = math.max(retry, math.ceil(newest + window_ms - now))
-    -- In debt even 0 permits do not fit; for the state now (peek 0), simply none left.
-    if permits == 0 then retry = 0 end
-    if shut then ${blockedAnswer('now', 'retry', 'reset')} end
-    if permits == 0 then return true, 0, 0, reset end
-    return false, math.max(0, limit - live), retry, reset
+    redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + permits, permits))
   end
-  -- The newest hit, now, leaves at now + windowMs: from then on the key is as new.
-  local reset = math.ceil(window_ms)
-  if permits == 0 then
-    reset = 0
-    if live > 0 then reset = math.max(1, math.ceil(newest + window_ms - now)) end
-  end
-  if shut then ${blockedAnswer('now', '0', 'reset')} end
-  if mode and mode ~= 'reserve' and mode ~= 'charge' then return true, limit - live - permits, 0, reset end
-  ${logGrant('permits')}
-  if block then
-    -- A charge may spend while blocked: the expiry still covers the block.
-    redis.call('PEXPIRE', key, ms(math.max(reset, math.ceil(block - now))))
-  else
-    redis.call('PEXPIRE', key, ms(reset))
-  end
-  return true, limit - live - permits, 0, reset, now, 0, 0, stamp
 end
+
 `;
 
-/** The operations on one key (see batchScript), defined only when a call names one. */
-export const SLIDING_WINDOW_LOG_OPERATIONS = `
--- Writes the member scored -inf, in place of the one there was.
-local function set_meta(key, member, block, stamp)
-  if member then redis.call('ZREM', key, member) end
-  redis.call('ZADD', key, '-inf', 'meta:' .. exact(block) .. ':' .. exact(stamp))
+/** The names rare takes (see dispatch in the string shell). */
+const HOT = topLevelLocals(PRELUDE + LEGACY_KEY + CODEC + VIEW);
+
+/** The log's slow path and operations (rare), and its decision. */
+const STORE = `
+-- What only a call on a log that is not plain under its rule, or an operation, needs: take and
+-- operations, and all they call, made on first need by rare (see dispatch in the string shell).
+local function rare(${HOT})
+local meta_text, meta_of, set_meta, load, evaluate, blocked, take, operations
+-- The meta member: the rule, then the block and the receipts when there are any.
+function meta_text(r, block, rc)
+  if block == -math.huge and #rc == 0 then return r.tag end
+  local parts = { r.tag, exact(block) }
+  for k = 1, #rc, 2 do parts[#parts + 1] = exact(rc[k]) .. ',' .. exact(rc[k + 1]) end
+  return table.concat(parts, '|')
 end
 
-
-local function stamped(key, stamp)
-  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  local block, member = -math.huge, nil
-  if oldest[2] == '-inf' then
-    member = oldest[1]
-    block = meta_of(member)
+function meta_of(member)
+  local limit, window, rest = string.match(member, '^r(%d+)/(%d+)(.*)$')
+  if not limit then not_ours() end
+  local block, rc = -math.huge, {}
+  if rest ~= '' then
+    local ends, list = string.match(rest, '^|([^|,]+)(.*)$')
+    block = tonumber(ends)
+    if not (block and block == block and block < math.huge) then not_ours() end
+    for id, at in string.gmatch(list, '|([^,|]+),([^,|]+)') do rc[#rc + 1], rc[#rc + 2] = tonumber(id), tonumber(at) end
   end
-  set_meta(key, member, block, stamp)
-  return stamp
+  limit, window = tonumber(limit), tonumber(window)
+  if not (limit >= 1 and limit <= MAX_SAFE and window >= 1 and window <= MAX_WINDOW) then not_ours() end
+  return limit, window, block, rc
 end
 
--- Never refused: logged as one grant now, up to twice the limit live (and below 2^53); past that
--- the oldest permits are forgiven (they would have left first, so spending more never leaves a key
--- better off), which voids the receipts issued before.
-function OPERATIONS.charge(key, now, server_now, permits)
-  permits = tonumber(permits)
-  ${SCAN}
-  local bound = math.min(2 * limit, 9007199254740991)
-  if live + permits > bound and stamp ~= 0 then set_meta(key, meta, block, 0) end
-  local logged = math.min(permits, bound)
-  local kept = math.min(live, bound - logged)
-  if kept < live then
-    -- The running total through the last permit forgiven: the grants up to it go, the one holding it
-    -- keeps what follows. Read a few at a time from the oldest: the work is the grants forgiven.
-    local cut = base + live - kept
-    local reached = false
-    while not reached do
-      local members = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'WITHSCORES', 'LIMIT', 0, 32)
-      if not members[1] then break end
-      for i = 1, #members, 2 do
-        local through = grant(members[i])
-        redis.call('ZREM', key, members[i])
-        if through > cut then
-          redis.call('ZADD', key, members[i + 1], string.format('%016d:%d', through, through - cut))
-          if through == total then newest_size = through - cut end
-          reached = true
-          break
+function set_meta(key, old, member)
+  if old == member then return end
+  if old then redis.call('ZREM', key, old) end
+  redis.call('ZADD', key, '-inf', member)
+end
+
+-- Brings the key under rule r and returns its meta member (nil for a key not yet stored), block
+-- and receipts. A log counted under another rule is replaced by one grant now of what it counted
+-- (up to r's debt bound), keeping its block; the previous version's log (for r) is renamed to the
+-- key, its meta member ('meta:<block end>:<stamp>') replaced. With writes false (a peek) nothing is
+-- written: a carried log answers with its count (the last value), an adopted one with its key.
+function load(key, r, now, split, writes)
+  local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if not head[1] then
+    if split == 0 then return nil, -math.huge, {}, key end
+    local old_key = legacy_key(key, r, split)
+    local first = redis.call('ZRANGE', old_key, 0, 0, 'WITHSCORES')
+    if not first[1] then return nil, -math.huge, {}, key end
+    local block = -math.huge
+    if first[2] == '-inf' then
+      block = tonumber(string.match(first[1], '^meta:([^:]+):[^:]+$'))
+      if not (block and block == block and block < math.huge) then not_ours() end
+    else
+      grant(first[1])
+    end
+    if not writes then return nil, block, {}, old_key end
+    redis.call('RENAME', old_key, key)
+    if first[2] == '-inf' then redis.call('ZREM', key, first[1]) end
+    local member = meta_text(r, block, {})
+    redis.call('ZADD', key, '-inf', member)
+    return member, block, {}, key
+  end
+  if head[2] ~= '-inf' then not_ours() end
+  local member = head[1]
+  if member == r.tag then return member, -math.huge, {}, key end
+  local limit, window, block, rc = meta_of(member)
+  if limit == r.limit and window == r.window then return member, block, rc, key end
+  local _, _, _, _, total, base = view(key, window, now)
+  local carried = math.min(total - base, r.bound)
+  if not writes then return nil, block, {}, key, carried end
+  redis.call('DEL', key)
+  member = meta_text(r, block, {})
+  redis.call('ZADD', key, '-inf', member)
+  if carried > 0 then redis.call('ZADD', key, exact(now), string.format('%016d:%d', carried, carried)) end
+  redis.call('PEXPIRE', key, ms(math.max(math.ceil(r.window), math.ceil(block - now))))
+  return member, block, {}, key
+end
+
+-- The decision at now on the log under key, and what writing a grant needs.
+function evaluate(key, r, now, permits)
+  local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
+  local live = total - base
+  local ok, remaining, retry, reset
+  if live + permits > r.limit then
+    ok, remaining, retry, reset = refusal(r, at, permits, live, leaving(key, total - r.limit + permits, at, r.window), newest)
+  else
+    ok, remaining, retry, reset = allowance(r, at, permits, live, newest)
+  end
+  return ok, remaining, retry, reset, at, newest, newest_size, total, base, expired
+end
+
+function blocked(block, now, retry, reset)
+  local wait = math.ceil(block - now)
+  return false, 0, math.max(wait, retry), math.max(wait, reset)
+end
+
+-- tryAcquire (id nil) or reserve (id the caller's receipt id) on any key.
+function take(key, r, now, permits, server_now, split, id)
+  local member, block, rc = load(key, r, now, split, true)
+  local ok, remaining, retry, reset, at, newest, newest_size, total, base, expired = evaluate(key, r, now, permits)
+  if block > now then return blocked(block, now, retry, reset) end
+  if not ok then return ok, remaining, retry, reset end
+  log_grant(key, r.window, permits, at, newest, newest_size, total, base, expired)
+  if id then
+    rc[#rc + 1], rc[#rc + 2] = id, at
+    -- Past the bound the oldest receipt is voided: its refund gives nothing.
+    if #rc > 2 * MAX_RECEIPTS then table.remove(rc, 1) table.remove(rc, 1) end
+  end
+  set_meta(key, member, meta_text(r, block, rc))
+  redis.call('PEXPIRE', key, ms(math.max(reset, math.ceil(block - now))))
+  return ok, remaining, retry, reset
+end
+
+function operations(OPERATIONS, decision)
+  function OPERATIONS.peek(key, r, now, server_now, split, permits)
+    permits = tonumber(permits)
+    local _, block, _, source, carried = load(key, r, now, split, false)
+    local ok, remaining, retry, reset
+    if carried then
+      -- What the carried log would hold: one grant, now.
+      if carried + permits > r.limit then ok, remaining, retry, reset = refusal(r, now, permits, carried, now, now)
+      else ok, remaining, retry, reset = allowance(r, now, permits, carried, now) end
+    else
+      ok, remaining, retry, reset = evaluate(source, r, now, permits)
+    end
+    if block > now then return decision(blocked(block, now, retry, reset)) end
+    return decision(ok, remaining, retry, reset)
+  end
+  function OPERATIONS.reserve(key, r, now, server_now, split, permits, id)
+    return decision(take(key, r, now, tonumber(permits), server_now, split, tonumber(id)))
+  end
+  -- Never refused: logged as one grant now, up to the debt bound live; past that the oldest permits
+  -- are forgiven (they would have left first, so spending more never leaves a key better off),
+  -- which voids the receipts.
+  -- With an id, the charge settles that reservation above what it reserved: its receipt goes.
+  function OPERATIONS.charge(key, r, now, server_now, split, permits, id)
+    permits, id = tonumber(permits), tonumber(id)
+    local member, block, rc = load(key, r, now, split, true)
+    for k = #rc / 2, 1, -1 do if rc[2 * k - 1] == id then table.remove(rc, 2 * k - 1) table.remove(rc, 2 * k - 1) end end
+    local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
+    local live = total - base
+    if live + permits > r.bound then rc = {} end
+    local logged = math.min(permits, r.bound)
+    local kept = math.min(live, r.bound - logged)
+    if kept < live then
+      -- The running total through the last permit forgiven: the grants up to it go, the one holding it
+      -- keeps what follows. Read a few at a time from the oldest: the work is the grants forgiven.
+      local cut = base + live - kept
+      local reached = false
+      while not reached do
+        local members = redis.call('ZRANGEBYSCORE', key, '(' .. exact(at - r.window), '+inf', 'WITHSCORES', 'LIMIT', 0, 32)
+        if not members[1] then break end
+        for i = 1, #members, 2 do
+          local through = grant(members[i])
+          redis.call('ZREM', key, members[i])
+          if through > cut then
+            redis.call('ZADD', key, members[i + 1], string.format('%016d:%d', through, through - cut))
+            if through == total then newest_size = through - cut end
+            reached = true
+            break
+          end
+        end
+      end
+      base = cut
+    end
+    log_grant(key, r.window, logged, at, newest, newest_size, total, base, expired)
+    set_meta(key, member, meta_text(r, block, rc))
+    local reset = math.ceil(r.window)
+    redis.call('PEXPIRE', key, ms(math.max(reset, math.ceil(block - now))))
+    return decision(true, math.max(0, r.limit - kept - logged), 0, reset)
+  end
+  -- Takes up to permits off the grant logged at the receipt's time, while it is in the window: that
+  -- member and every later one count that many fewer, and a member left with none goes. Answers the
+  -- state now, the block aside, as a settle does.
+  function OPERATIONS.refund(key, r, now, server_now, split, permits, id)
+    local member, block, rc = load(key, r, now, split, true)
+    permits, id = tonumber(permits), tonumber(id)
+    local i
+    for k = 1, #rc / 2 do if rc[2 * k - 1] == id then i = k end end
+    if i then
+      local at = rc[2 * i]
+      table.remove(rc, 2 * i - 1) table.remove(rc, 2 * i - 1)
+      set_meta(key, member, meta_text(r, block, rc))
+      local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      local read_at = now
+      if newest[2] ~= '-inf' and tonumber(newest[2]) > read_at then read_at = tonumber(newest[2]) end
+      local members = redis.call('ZRANGEBYSCORE', key, exact(at), '+inf', 'WITHSCORES')
+      if at + r.window > read_at and members[1] and tonumber(members[2]) == at then
+        local _, held = grant(members[1])
+        local removed = math.min(permits, held)
+        for k = 1, #members, 2 do
+          local through, size = grant(members[k])
+          if k == 1 then size = size - removed end
+          redis.call('ZREM', key, members[k])
+          if size > 0 then redis.call('ZADD', key, members[k + 1], string.format('%016d:%d', through - removed, size)) end
         end
       end
     end
-    live, base = kept, cut
+    return decision(evaluate(key, r, now, 0))
   end
-  ${logGrant('logged')}
-  newest = now
-  local reset = math.max(1, math.ceil(newest + window_ms - now))
-  redis.call('PEXPIRE', key, ms(expiry(key, reset, block, now)))
-  return decision(true, math.max(0, limit - live - logged), 0, reset)
+  function OPERATIONS.block(key, r, now, server_now, split, duration)
+    local member, block, rc = load(key, r, now, split, true)
+    local ends = now + tonumber(duration)
+    if block >= ends then return 'OK' end
+    set_meta(key, member, meta_text(r, ends, rc))
+    local ttl = math.ceil(ends - now)
+    local kept = redis.call('PTTL', key)
+    if kept > ttl then ttl = kept end
+    redis.call('PEXPIRE', key, ms(ttl))
+    return 'OK'
+  end
+  function OPERATIONS.reset(key, r, now, server_now, split)
+    redis.call('DEL', key)
+    if split > 0 then redis.call('DEL', legacy_key(key, r, split)) end
+    return 'OK'
+  end
 end
-
--- Takes up to permits off the grant logged at the receipt's time, while it is in the window: that
--- member and every later one count that many fewer, and a member left with none goes. Answers the
--- state now, the block aside, as a settle does.
-function OPERATIONS.refund(key, now, server_now, permits, at, _, _, receipt)
-  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  local stamp = 0
-  if oldest[2] == '-inf' then
-    local _
-    _, stamp = meta_of(oldest[1])
-  end
-  at = tonumber(at)
-  if stamp ~= 0 and stamp == tonumber(receipt) then
-    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    local read_at = now
-    if newest[2] ~= '-inf' and tonumber(newest[2]) > read_at then read_at = tonumber(newest[2]) end
-    local members = redis.call('ZRANGEBYSCORE', key, exact(at), '+inf', 'WITHSCORES')
-    if at + window_ms > read_at and members[1] and tonumber(members[2]) == at then
-      local _, held = grant(members[1])
-      local removed = math.min(tonumber(permits), held)
-      for i = 1, #members, 2 do
-        local through, size = grant(members[i])
-        if i == 1 then size = size - removed end
-        redis.call('ZREM', key, members[i])
-        if size > 0 then redis.call('ZADD', key, members[i + 1], string.format('%016d:%d', through - removed, size)) end
-      end
-    end
-  end
-  return decision(decide(key, now, 0, server_now, 'own'))
+return take, operations
 end
+local take, operations
 
-function OPERATIONS.block(key, now, server_now, duration)
-  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  local block, stamp, member = -math.huge, 0, nil
-  if oldest[2] == '-inf' then
-    member = oldest[1]
-    block, stamp = meta_of(member)
-  elseif oldest[1] then
-    grant(oldest[1])
+-- A decision: a log under the call's rule, neither blocked nor reserved, is decided here; any
+-- other answers nil, for take. A key not yet stored is created here unless the previous version's may exist.
+local function decide_key(key, r, now, permits, server_now, split)
+  local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
+  if meta ~= r.tag and (meta or total > 0 or (split > 0 and redis.call('EXISTS', legacy_key(key, r, split)) == 1)) then
+    return nil
   end
-  local ends = now + tonumber(duration)
-  if block >= ends then return 'OK' end
-  local ttl = expiry(key, 0, ends, now)
-  set_meta(key, member, ends, stamp)
-  redis.call('PEXPIRE', key, ms(ttl))
-  return 'OK'
+  local live = total - base
+  if live + permits > r.limit then return refusal(r, at, permits, live, leaving(key, total - r.limit + permits, at, r.window), newest) end
+  local ok, remaining, retry, reset = allowance(r, at, permits, live, newest)
+  log_grant(key, r.window, permits, at, newest, newest_size, total, base, expired)
+  if not meta then redis.call('ZADD', key, '-inf', r.tag) end
+  redis.call('PEXPIRE', key, ms(reset))
+  return ok, remaining, retry, reset
 end
 `;
+
+/** The sliding window log's script: its codec and store, and the shell's dispatch. */
+export const SLIDING_WINDOW_LOG = `${PRELUDE}${LEGACY_KEY}${CODEC}${VIEW}${STORE}${dispatch(HOT)}`;

@@ -1,0 +1,376 @@
+import { FOREIGN, LEGACY_KEY, PRELUDE } from './prelude';
+
+/**
+ * An algorithm as pure Lua functions over the numbers of its state (DESIGN-24 D6), for
+ * {@link stringScript}. `decide` defines what a decision needs, every run: `prepare(limit, window)`
+ * makes the rule table the others take, and `decide(r, now, permits, body)` gives granted,
+ * remaining, retryAfterMs, resetAfterMs, then the state after a grant. `rest` defines, only when a
+ * call needs them, `fresh(r)`, `charge(r, now, permits, body)` (remaining, resetAfterMs, whether the
+ * debt bound forgave part of it, the state after), `used(r, now, body)` (what a carry-over moves),
+ * `legacy(r, state)` (what the previous version stored: the body, then the block end), and for
+ * receipts either (a bucket, `folds`) `level`, `deficit`, `lower`, `owed`, `minus` and `give`, for
+ * refunds bounded by the suffix minimum, or (a window) `mark(r, body)`, what a receipt records, and
+ * `refund(r, now, permits, mark, body)`. No storage, blocks or receipts lists in either.
+ */
+export interface StringCodec {
+  /** Lua names of the state's numbers, in stored order. */
+  readonly body: readonly string[];
+  readonly folds: boolean;
+  /** A Lua expression of `r` and the body's names: whether they are a state of this algorithm. */
+  readonly valid: string;
+  readonly decide: string;
+  readonly rest: string;
+}
+
+/**
+ * One algorithm's script over a string key: the shell owns everything that is not the algorithm.
+ *
+ * A key holds packed doubles: the rule it is counted under (limit, windowMs) and the server time its
+ * expiry was set to (less 1 ms), then the codec's state; once blocked or reserved, a tail of the
+ * block end (-inf for none) and the outstanding receipts, oldest first, three doubles each (id and
+ * what the codec records). The expiry is set with `slack` to spare (a quarter window, at most a
+ * minute) and set again only when less than half of that is left: until then a decision overwrites
+ * the state in place (`SETRANGE`), which costs half of what `SET ... PX` does.
+ *
+ * A key counted under another rule is carried over at the call (as `KeyedRateLimiter.reconfigure`:
+ * what the old state counts as used, debt included, charged to a fresh state under the new rule;
+ * the block kept, the receipts voided). A key absent under its name is looked for under the
+ * previous version's name for the call's rule (the key less its first `split` bytes, then
+ * `limit/windowMs:`, then the rest): what it counted and its block are adopted and it is deleted
+ * (only where the script may reach it: not on a cluster, where `split` is 0). A peek does both in
+ * its answer and writes nothing.
+ */
+export function stringScript(codec: StringCodec): string {
+  const n = codec.body.length;
+  const body = codec.body.join(', ');
+  const next = codec.body.map((name) => `new_${name}`).join(', ');
+  const size = 24 + 8 * n;
+  const format = `'<ddd${'d'.repeat(n)}'`;
+  const bodyFormat = `'<${'d'.repeat(n)}'`;
+  const hot = topLevelLocals(PRELUDE + codec.decide);
+  const fold = codec.folds
+    ? `
+-- The lowest deficit of the newest receipt's stretch (D4): lowered to the deficit now, before an event.
+function fold(r, s, now)
+  local units, partial = level(r, now, unpack(s.body))
+  local last = #s.rc
+  if last == 0 then return end
+  local x, y = deficit(r, units, partial)
+  if lower(x, y, s.rc[last - 1], s.rc[last]) then s.rc[last - 1], s.rc[last] = x, y end
+end`
+    : '';
+  const receiptOf = codec.folds ? `local x, y = deficit(r, s.body[1], s.body[2])` : `local x, y = mark(r, unpack(s.body)), 0`;
+  const refundBody = codec.folds
+    ? `fold(r, s, now)
+    s.body = { level(r, now, unpack(s.body)) }
+    -- What the receipt may give back: the lowest deficit since its grant, over it and every later stretch.
+    local mx, my = s.rc[3 * i - 1], s.rc[3 * i]
+    for k = i + 1, #s.rc / 3 do
+      if lower(s.rc[3 * k - 1], s.rc[3 * k], mx, my) then mx, my = s.rc[3 * k - 1], s.rc[3 * k] end
+    end
+    local gx, gy = owed(r, permits, mx, my)
+    s.body[1], s.body[2] = give(r, s.body[1], s.body[2], gx, gy)
+    for k = i, #s.rc / 3 do s.rc[3 * k - 1], s.rc[3 * k] = minus(r, s.rc[3 * k - 1], s.rc[3 * k], gx, gy) end
+    -- Its stretch joins the previous receipt's.
+    if i > 1 and lower(s.rc[3 * i - 1], s.rc[3 * i], s.rc[3 * i - 4], s.rc[3 * i - 3]) then s.rc[3 * i - 4], s.rc[3 * i - 3] = s.rc[3 * i - 1], s.rc[3 * i] end`
+    : `s.body = { refund(r, now, permits, s.rc[3 * i - 1], unpack(s.body)) }`;
+  return `${PRELUDE}${codec.decide}
+-- What only a call on a key that is not a plain state under its rule, or an operation, needs:
+-- take and operations, and all they call, made on first need by rare (see dispatch).
+local function rare(${hot})
+local fresh, valid, charge, used, legacy, legacy_tail, level, deficit, lower, owed, minus, give, mark, refund, fold, load, save, take, operations
+${LEGACY_KEY}${LEGACY_TAIL}
+function valid(r, ${body})
+  return ${codec.valid}
+end
+${codec.rest}
+-- The key as stored: its state under the call's rule r (carried over from another rule, or adopted
+-- from the previous version's key), block end and receipts; state is what GET gave, when read.
+-- Writes nothing.
+function load(key, r, now, split, state)
+  local s = { block = -math.huge, rc = {}, expires = -math.huge, dirty = false, kept = 0, size = 0 }
+  if state == nil then state = redis.call('GET', key) end
+  if not state then
+    s.body = { fresh(r) }
+    if split == 0 then return s end
+    local old_key = legacy_key(key, r, split)
+    local old = redis.call('GET', old_key)
+    if not old then return s end
+    local v = { legacy(r, old) }
+    s.body, s.block = { unpack(v, 1, ${n}) }, v[${n + 1}]
+    if not (valid(r, unpack(s.body)) and s.block == s.block and s.block < math.huge) then ${FOREIGN} end
+    s.kept, s.legacy, s.dirty = redis.call('PTTL', old_key), old_key, true
+    return s
+  end
+  local length = #state
+  local receipts = (length - ${size} - 8) / 24
+  if length ~= ${size} and not (receipts >= 0 and receipts <= MAX_RECEIPTS and receipts % 1 == 0) then
+    error('ratekeeper: the key holds ' .. length .. ' bytes, not a state of this algorithm')
+  end
+  local v = { struct.unpack(${format}, state) }
+  local limit, window = v[1], v[2]
+  s.expires, s.body, s.size = v[3], { unpack(v, 4, ${3 + n}) }, length
+  if length > ${size} then
+    s.block = struct.unpack('<d', state, ${size} + 1)
+    if not (s.block == s.block and s.block < math.huge) then ${FOREIGN} end
+    for at = ${size} + 9, length, 24 do
+      local id, x, y = struct.unpack('<ddd', state, at)
+      if not (id >= 1 and id % 1 == 0 and x == x and y == y) then ${FOREIGN} end
+      s.rc[#s.rc + 1], s.rc[#s.rc + 2], s.rc[#s.rc + 3] = id, x, y
+    end
+  end
+  if limit == r.limit and window == r.window then
+    if not valid(r, unpack(s.body)) then ${FOREIGN} end
+    return s
+  end
+  if not (limit % 1 == 0 and limit >= 1 and limit <= MAX_SAFE and window % 1 == 0 and window >= 1 and window <= MAX_WINDOW) then ${FOREIGN} end
+  local before = prepare(limit, window)
+  if not valid(before, unpack(s.body)) then ${FOREIGN} end
+  local counted = used(before, now, unpack(s.body))
+  s.body, s.rc, s.dirty = { fresh(r) }, {}, true
+  if counted > 0 then s.body = { select(4, charge(r, now, math.min(counted, MAX_SAFE), unpack(s.body))) } end
+  return s
+end
+
+-- Writes the key: in place while its expiry still covers what the state needs (reset ms from now,
+-- and the block) and the size stays, else in full with a new expiry (never less than an adopted
+-- key had left).
+function save(key, r, s, now, server_now, reset)
+  local tail = ''
+  if s.block > -math.huge or #s.rc > 0 then
+    local parts = { struct.pack('<d', s.block) }
+    for k = 1, #s.rc, 3 do parts[#parts + 1] = struct.pack('<ddd', s.rc[k], s.rc[k + 1], s.rc[k + 2]) end
+    tail = table.concat(parts)
+  end
+  local block = math.ceil(s.block - now)
+  if not s.dirty and ${size} + #tail == s.size and server_now + math.max(reset + r.slack / 2, block) <= s.expires then
+    redis.call('SETRANGE', key, 24, struct.pack(${bodyFormat}, unpack(s.body)) .. tail)
+    return
+  end
+  local ttl = math.max(reset + r.slack, block, s.kept)
+  redis.call('SET', key, struct.pack(${format}, r.limit, r.window, server_now + ttl - 1, unpack(s.body)) .. tail, 'PX', ms(ttl))
+  if s.legacy then redis.call('DEL', s.legacy) end
+end
+${fold}
+-- tryAcquire (id nil) or reserve (id the caller's receipt id) on any key (state: what GET gave, if read).
+function take(key, r, now, permits, server_now, split, id, state)
+  local s = load(key, r, now, split, state)
+  local granted, remaining, retry, reset, ${next} = decide(r, now, permits, unpack(s.body))
+  if s.block > now then
+    if s.dirty then save(key, r, s, now, server_now, reset) end
+    local wait = math.ceil(s.block - now)
+    return false, 0, math.max(wait, retry), math.max(wait, reset)
+  end
+  if granted then
+    ${codec.folds ? 'fold(r, s, now)' : ''}
+    s.body = { ${next} }
+    if id then
+      ${receiptOf}
+      s.rc[#s.rc + 1], s.rc[#s.rc + 2], s.rc[#s.rc + 3] = id, x, y
+      -- Past the bound the oldest receipt is voided: its refund gives nothing.
+      if #s.rc > 3 * MAX_RECEIPTS then table.remove(s.rc, 1) table.remove(s.rc, 1) table.remove(s.rc, 1) end
+    end
+    save(key, r, s, now, server_now, reset)
+  elseif s.dirty then
+    save(key, r, s, now, server_now, reset)
+  end
+  return granted, remaining, retry, reset
+end
+
+function operations(OPERATIONS, decision)
+  function OPERATIONS.peek(key, r, now, server_now, split, permits)
+    local s = load(key, r, now, split)
+    local granted, remaining, retry, reset = decide(r, now, tonumber(permits), unpack(s.body))
+    if s.block > now then
+      local wait = math.ceil(s.block - now)
+      return decision(false, 0, math.max(wait, retry), math.max(wait, reset))
+    end
+    return decision(granted, remaining, retry, reset)
+  end
+  function OPERATIONS.reserve(key, r, now, server_now, split, permits, id)
+    return decision(take(key, r, now, tonumber(permits), server_now, split, tonumber(id)))
+  end
+  -- Gives back what receipt id still may (nothing for an id the key no longer holds) and drops it;
+  -- whether the key held it.
+  local function settle(r, s, now, permits, id)
+    local i
+    for k = 1, #s.rc / 3 do if s.rc[3 * k - 2] == id then i = k end end
+    if not i then return false end
+    ${refundBody}
+    table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2)
+    return true
+  end
+  -- Never refused, and a block neither stops it nor is lifted by it; reaching the debt bound voids
+  -- the receipts (a refund could otherwise give back what the bound forgave). With an id, the
+  -- charge settles that reservation above what it reserved: its receipt goes first.
+  function OPERATIONS.charge(key, r, now, server_now, split, permits, id)
+    local s = load(key, r, now, split)
+    if id then settle(r, s, now, 0, tonumber(id)) end
+    ${codec.folds ? 'fold(r, s, now)' : ''}
+    local v = { charge(r, now, tonumber(permits), unpack(s.body)) }
+    s.body = { unpack(v, 4, ${3 + n}) }
+    if v[3] then s.rc = {} end
+    save(key, r, s, now, server_now, v[2])
+    return decision(true, v[1], 0, v[2])
+  end
+  -- A settle below what was reserved. Answers the state now, the block aside, as a settle does.
+  function OPERATIONS.refund(key, r, now, server_now, split, permits, id)
+    local s = load(key, r, now, split)
+    local held = settle(r, s, now, tonumber(permits), tonumber(id))
+    local granted, remaining, retry, reset = decide(r, now, 0, unpack(s.body))
+    if held or s.dirty then save(key, r, s, now, server_now, reset) end
+    return decision(granted, remaining, retry, reset)
+  end
+  function OPERATIONS.block(key, r, now, server_now, split, duration)
+    local s = load(key, r, now, split)
+    local ends = now + tonumber(duration)
+    if s.block >= ends and not s.dirty then return 'OK' end
+    s.block = math.max(s.block, ends)
+    local _, _, _, reset = decide(r, now, 0, unpack(s.body))
+    save(key, r, s, now, server_now, reset)
+    return 'OK'
+  end
+  function OPERATIONS.reset(key, r, now, server_now, split)
+    redis.call('DEL', key)
+    if split > 0 then redis.call('DEL', legacy_key(key, r, split)) end
+    return 'OK'
+  end
+end
+return take, operations
+end
+local take, operations
+
+-- A decision: a key holding just a state under the call's rule is decided and written in place
+-- here; any other (absent, blocked, reserved, under another rule) answers nil and what GET gave,
+-- for take.
+local function decide_key(key, r, now, permits, server_now, split)
+  local state = redis.call('GET', key)
+  if state and #state == ${size} then
+    local limit, window, expires, ${body} = struct.unpack(${format}, state)
+    if limit == r.limit and window == r.window then
+      if not (${codec.valid}) then ${FOREIGN} end
+      local granted, remaining, retry, reset, ${next} = decide(r, now, permits, ${body})
+      if granted then
+        if server_now + reset + r.slack / 2 <= expires then
+          redis.call('SETRANGE', key, 24, struct.pack(${bodyFormat}, ${next}))
+        else
+          redis.call('SET', key, struct.pack(${format}, limit, window, server_now + reset + r.slack - 1, ${next}), 'PX', ms(reset + r.slack))
+        end
+      end
+      return granted, remaining, retry, reset
+    end
+  end
+  return nil, state
+end
+${dispatch(hot)}`;
+}
+
+/**
+ * For a codec's `legacy`: the block end of the previous version's tail at byte `at` (block end, a
+ * stamp, and for a bucket maybe a count of units refunds gave back), checked as that version did.
+ */
+const LEGACY_TAIL = `
+function legacy_tail(state, at)
+  local block, stamp = struct.unpack('<dd', state, at)
+  if not (stamp >= 0 and stamp <= ${2 ** 52} and stamp % 1 == 0 and block == block and block < math.huge) then ${FOREIGN} end
+  if #state == at + 23 then
+    local credited = struct.unpack('<d', state, at + 16)
+    if not (credited >= 0 and credited <= MAX_SAFE) then ${FOREIGN} end
+  end
+  return block
+end
+`;
+
+/**
+ * What every script does with its call (the shell's dispatch), given the names `rare` takes (see
+ * {@link topLevelLocals}): `rare(...)` returns `take` and `operations`, the slow path of a decision
+ * that `decide_key` answered nil, and the operations.  ARGV[1] is either a number (a batch of
+ * decisions, below) or the name of an operation on one key (a letter).
+ *
+ * A batch of calls under one rule: ARGV[1] the legacy split (see stringScript; 0 for none), then
+ * the rule's limit and windowMs. Under several: ARGV[1] minus their number, ARGV[2] the split, each
+ * rule's limit and windowMs, then the index of each key's rule. Then the permits, one per key,
+ * left out when all are 1 and the server's clock decides; then, when the caller's clock decides,
+ * its readings in ms, one per key. Without readings the server's clock decides, read once per
+ * script (decisions batched together were asked for in the same instant), floored to whole ms as
+ * `systemClock` is. Replies one string per key: `A remaining resetAfterMs`, `R remaining
+ * retryAfterMs resetAfterMs`, or `E message` when that key's decision failed (`decide_key` runs
+ * under `pcall`, so one bad key fails only its own decision). Numbers are whole and below 2^53:
+ * '%d' writes them exactly, at less than half the cost of '%.17g'.
+ *
+ * An operation: ARGV[2] the caller's reading ('' for the server's clock), ARGV[3] the split,
+ * ARGV[4..5] the rule, then its arguments (permits, then a receipt id for reserve and refund, or a
+ * block's duration). Replies a decision as above, 'OK', or 'E message'.
+ */
+export function dispatch(hot: string): string {
+  // rare is called where the loop's own locals are in scope: a name of both would pass the wrong value.
+  const clash = hot.split(', ').find((name) => LOOP_LOCALS.includes(name));
+  if (clash !== undefined) throw new Error(`ratekeeper: a script's top level declares ${clash}, a name its dispatch uses`);
+  return `
+local time = redis.call('TIME')
+local server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if string.byte(ARGV[1]) > 57 then
+  local OPERATIONS = {}
+  local function decision(granted, remaining, retry, reset)
+    if granted then return string.format('A %d %d', remaining, reset) end
+    return string.format('R %d %d %d', remaining, retry, reset)
+  end
+  take, operations = rare(${hot})
+  operations(OPERATIONS, decision)
+  local operation = OPERATIONS[ARGV[1]]
+  if not operation then return 'E unknown operation ' .. ARGV[1] end
+  local now = server_now
+  if ARGV[2] ~= '' then now = tonumber(ARGV[2]) end
+  local ok, reply = pcall(operation, KEYS[1], prepare(tonumber(ARGV[4]), tonumber(ARGV[5])), now, server_now, tonumber(ARGV[3]), ARGV[6], ARGV[7])
+  if not ok then return 'E ' .. tostring(type(reply) == 'table' and reply.err or reply) end
+  return reply
+end
+local count = #KEYS
+local split, r, base, chosen, each = tonumber(ARGV[1]), nil, 3, nil, nil
+if split >= 0 then
+  r = prepare(tonumber(ARGV[2]), tonumber(ARGV[3]))
+else
+  -- Calls under several rules: -(their number), the split, the rules, then each key's rule.
+  local rules = -split
+  split = tonumber(ARGV[2])
+  each = {}
+  for j = 1, rules do each[j] = prepare(tonumber(ARGV[1 + 2 * j]), tonumber(ARGV[2 + 2 * j])) end
+  chosen = 2 + 2 * rules
+  base = chosen + count
+end
+local readings = #ARGV > base + count
+local permits_left_out = #ARGV == base
+local reply = {}
+for i = 1, count do
+  local now, permits = server_now, 1
+  if readings then now = tonumber(ARGV[base + count + i]) end
+  if not permits_left_out then permits = tonumber(ARGV[base + i]) end
+  if chosen then r = each[tonumber(ARGV[chosen + i])] end
+  local ok, granted, remaining, retry, reset = pcall(decide_key, KEYS[i], r, now, permits, server_now, split)
+  if ok and granted == nil then
+    if not take then take, operations = rare(${hot}) end
+    ok, granted, remaining, retry, reset = pcall(take, KEYS[i], r, now, permits, server_now, split, nil, remaining)
+  end
+  if not ok then
+    reply[i] = 'E ' .. tostring(type(granted) == 'table' and granted.err or granted)
+  elseif granted then
+    reply[i] = string.format('A %d %d', remaining, reset)
+  else
+    reply[i] = string.format('R %d %d %d', remaining, retry, reset)
+  end
+end
+return reply
+`;
+}
+
+const LOOP_LOCALS = ['time', 'server_now', 'count', 'split', 'r', 'base', 'chosen', 'each', 'readings', 'permits_left_out', 'reply', 'now', 'permits', 'ok', 'granted', 'remaining', 'retry', 'reset', 'i', 'take', 'operations'];
+
+/**
+ * The names a script's top level declares before `rare`, which rare takes as its parameters: a
+ * function created each run captures each outer local it uses, and each capture walks the list of
+ * those already captured, so a rare made with a dozen captures cost a decision 10% more CPU (the
+ * log of bench runs in the report of issue 24); made with none it costs nothing until called.
+ */
+export function topLevelLocals(lua: string): string {
+  return [...lua.matchAll(/^local (?:function )?([A-Za-z_][\w, ]*?)(?: =|\(|$)/gm)].flatMap(([, names]) => names!.split(',').map((name) => name.trim())).join(', ');
+}
