@@ -18,10 +18,10 @@ import { checkStoreOptions, report, toRule } from '../redis/store-options';
 import { CallTimeouts } from '../redis/timeout';
 import { type Query, toQuery } from './client';
 import { KeyOrder } from './key-order';
-import { quotedSchema } from './migrate';
 import type { PostgresRateLimiterOptions } from './options';
-import { expirySlackMs, type PostgresAlgorithm, sqlPlans } from './plans';
-import { manyKeysFunction, oneKeyFunction, SKIPPED } from './sql/one-key';
+import { codecs, type PostgresAlgorithm } from './plans';
+import { manyKeysParams, oneKeyParams, operationParams, receiptId, replyNumbers, rowKeyHeads, ruleNumbers, type Statements, statements } from './protocol';
+import { SKIPPED } from './sql/shell';
 import { PostgresTimeoutError } from './timeout-error';
 
 /**
@@ -40,6 +40,8 @@ interface Call {
   readonly permits: number;
   /** The caller's clock reading, or undefined when the server's clock decides. */
   readonly now: number | undefined;
+  /** The call's rule, as the SQL reads it (`ruleNumbers`). */
+  readonly rule: string;
   readonly resolve: (decision: Decision | Promise<Decision>) => void;
   /** `performance.now()` reading after which the outage policy answers (see CallTimeouts). */
   readonly deadline: number;
@@ -56,10 +58,11 @@ interface OpCall {
   readonly key: string;
   readonly rowKey: string;
   /** Permits, or a block's duration in ms. */
-  readonly amount: number;
+  readonly permits: number;
   readonly now: number | undefined;
-  /** A refund's receipt, as a PostgreSQL array literal. */
-  readonly receipt: string | null;
+  readonly rule: string;
+  /** A reservation's id, for 'reserve' and 'refund'. */
+  readonly receipt: number | null;
   readonly reply: (numbers: readonly unknown[]) => void;
   readonly fail: (error: unknown) => void;
   readonly deadline: number;
@@ -90,16 +93,13 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   /** The rule every key is limited by. */
   readonly rule: Rule;
   readonly #query: Query;
-  readonly #decideStatement: string;
-  readonly #manyKeysStatement: string;
-  readonly #oneKeyStatement: string;
-  readonly #codec: string;
+  readonly #statements: Statements;
+  readonly #heads: ReturnType<typeof rowKeyHeads>;
   readonly #ruleArgs: string;
   readonly #algorithm: PostgresAlgorithm;
   readonly #schema: string;
   readonly #prefix: string;
   readonly #timeoutMs: number;
-  readonly #keyPrefix: string;
   readonly #clock: Clock | undefined;
   readonly #timeouts: CallTimeouts<Call | OpCall>;
   readonly #fallback: (error: unknown, call: Call) => Decision | Promise<Decision>;
@@ -118,12 +118,11 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
       throw typeError(`ratekeeper: PostgresRateLimiter options must be an object, got ${describe(options)}`);
     }
     const { client, algorithm, rule, onStoreError, schema, prefix = 'ratekeeper:', clock, timeoutMs = 500, onError } = options;
-    if (typeof algorithm !== 'string' || !Object.hasOwn(sqlPlans, algorithm)) {
-      throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(sqlPlans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
+    if (typeof algorithm !== 'string' || !Object.hasOwn(codecs, algorithm)) {
+      throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(codecs).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
     this.rule = toRule(rule);
     this.#query = toQuery(client);
-    const plan = sqlPlans[algorithm];
     const hear = (error: unknown, key: string) => report(onError, error, key, 'PostgreSQL');
     const policy = outagePolicy(onStoreError, { rule: this.rule, timeoutMs, report: hear });
     this.#policy = policy;
@@ -133,25 +132,13 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.#algorithm = algorithm;
     this.#schema = schema ?? 'ratekeeper';
     this.#prefix = prefix;
-    this.#keyPrefix = `${prefix}${algorithm}:${this.rule.limit}/${this.rule.windowMs}:`;
+    this.#heads = rowKeyHeads(prefix, algorithm);
     checkStoreOptions(clock, timeoutMs, onError);
     this.#clock = clock;
     this.#timeoutMs = timeoutMs;
-    this.#codec = plan.codec;
-    this.#ruleArgs = `{${[...plan.ruleArgs(this.rule), expirySlackMs(this.rule)].join(',')}}`;
+    this.#ruleArgs = ruleNumbers(algorithm, this.rule);
     this.#timeouts = new CallTimeouts(timeoutMs, this.#answerFailed, (ms) => new PostgresTimeoutError(ms));
-    // No row lock held elsewhere keeps a call, or the connection it holds, past its timeout: the
-    // statement's transaction waits for a lock at most timeoutMs (set_config's third argument: for
-    // this transaction only, which PgBouncer in transaction mode allows). Set before the function
-    // runs: the subquery's row is made before the select list is evaluated.
-    const bound = timeoutMs === Infinity ? '' : ` FROM (SELECT set_config('lock_timeout', '${timeoutMs}', true) AS lock_timeout) AS bound`;
-    // The reply's numbers as one text, split here: a client parses an array only when it knows its
-    // type (postgres.js with `fetch_types: false`, as behind PgBouncer, hands over `{1,0,3}`), pg
-    // parses numeric[] into floats, and a receipt's numbers may pass 2^53.
-    const reply = (call: string) => `SELECT array_to_string(${quotedSchema(schema)}.${call}, ',', 'NULL') AS r${bound}`;
-    this.#decideStatement = reply('ratekeeper_decide($1::text, $2::numeric[], $3::text[], $4::numeric[], $5::numeric[], $6::text, $7::numeric[])');
-    this.#manyKeysStatement = reply(`${manyKeysFunction(plan.codec)}($1::text[], $2::numeric[], $3::numeric[], $4::numeric[])`);
-    this.#oneKeyStatement = reply(`${oneKeyFunction(plan.codec)}($1::text, $2::numeric, $3::numeric, $4::numeric[])`);
+    this.#statements = statements(schema, algorithm, timeoutMs);
     this.#fallback = (error, call) => {
       hear(error, call.key);
       return policy(error, call.key, call.permits);
@@ -182,7 +169,9 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     } catch (error) {
       return Promise.reject(error);
     }
-    return new Promise((resolve) => this.#start({ key, rowKey: this.#keyPrefix + key, permits, now, resolve, deadline: this.#timeouts.deadline(), answered: false }));
+    return new Promise((resolve) =>
+      this.#start({ key, rowKey: this.#heads.head + key, permits, now, rule: this.#ruleArgs, resolve, deadline: this.#timeouts.deadline(), answered: false }),
+    );
   }
 
   /**
@@ -305,18 +294,16 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
   async reserve(key: string, permits = 1): Promise<AsyncReservation> {
     checkPermits(permits, this.rule.limit);
     // Sent before the try: a bad key or clock reading throws here, not to the outage policy.
-    const sent = this.#operate('reserve', key, permits);
-    let numbers: readonly unknown[];
+    const receipt = receiptId();
+    const sent = this.#operate('reserve', key, permits, receipt);
     let decision: Decision;
     try {
-      numbers = await sent;
-      decision = this.#decision(numbers, 6);
+      decision = this.#decision(await sent);
     } catch (error) {
       this.#report(error, key);
       return new AsyncKeyReservation(await this.#policy(error, key, permits), undefined);
     }
     if (!decision.allowed) return new AsyncKeyReservation(decision, undefined);
-    const receipt = `{${numbers.slice(3, 6).map(String).join(',')}}`;
     return new AsyncKeyReservation(decision, async (actual) => {
       if (actual > permits) return this.charge(key, actual - permits);
       const after = this.#decision(await this.#operate('refund', key, permits - actual, receipt));
@@ -374,10 +361,12 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
    * Sends any operation but a decision, in its turn among the calls on its key; resolves with the
    * reply's numbers. A reset reads no clock (as in memory: it has no use for the time).
    */
-  #operate(op: OpCall['op'], key: string, amount: number, receipt: string | null = null): Promise<readonly unknown[]> {
+  #operate(op: OpCall['op'], key: string, permits: number, receipt: number | null = null): Promise<readonly unknown[]> {
     this.#checkKey(key);
     const now = op === 'reset' ? undefined : this.#read();
-    return new Promise((reply, fail) => this.#start({ op, key, rowKey: this.#keyPrefix + key, amount, now, receipt, reply, fail, deadline: this.#timeouts.deadline(), answered: false }));
+    return new Promise((reply, fail) =>
+      this.#start({ op, key, rowKey: this.#heads.head + key, permits, now, rule: this.#ruleArgs, receipt, reply, fail, deadline: this.#timeouts.deadline(), answered: false }),
+    );
   }
 
   /** Starts the call's clock (it waits for its key, if need be, within its own timeout) and queues it. */
@@ -386,9 +375,9 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     this.#coalescer.add(call, 0);
   }
 
-  /** The decision in a reply of `length` numbers (more than 3 when a receipt follows it). */
-  #decision(reply: readonly unknown[], length = 3): Decision {
-    const numbers = reply.length === length ? reply.slice(0, 3) : [reply];
+  /** The decision in a reply of three numbers. */
+  #decision(reply: readonly unknown[]): Decision {
+    const numbers = reply.length === 3 ? reply : [reply];
     return toDecision(checkReply(numbers, 1, 'PostgreSQL'), 0, this.rule.limit);
   }
 
@@ -419,24 +408,15 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
    * Sends a batch as one statement, and answers each call from the reply or, failing that, from
    * the outage policy. An acquire alone in its batch (the usual call) takes the algorithm's one-key
    * function, a longer batch of acquires its many-keys function, which locks its keys in order
-   * (./sql/one-key.ts); any other operation, always alone, takes `ratekeeper_decide`.
+   * (./sql/shell.ts); any other operation, always alone, takes the general function.
    */
   readonly #send = (calls: (Call | OpCall)[]): void => {
-    const callerClock = calls[0]!.now !== undefined;
     let sent: Promise<readonly unknown[]>;
     try {
       const [first] = calls;
-      if (first!.op !== undefined) {
-        const { op, amount, now, receipt } = first!;
-        sent = this.#query(this.#decideStatement, [this.#codec, this.#ruleArgs, textArray(calls), `{${amount}}`, callerClock ? `{${now}}` : null, op, receipt]);
-      } else if (calls.length === 1) {
-        const { rowKey, permits, now } = first!;
-        sent = this.#query(this.#oneKeyStatement, [rowKey, permits, callerClock ? now : null, this.#ruleArgs]);
-      } else {
-        const decisions = calls as Call[];
-        const values = [textArray(calls), `{${decisions.map((call) => call.permits).join(',')}}`, callerClock ? `{${decisions.map((call) => call.now).join(',')}}` : null, this.#ruleArgs];
-        sent = this.#query(this.#manyKeysStatement, values);
-      }
+      if (first!.op !== undefined) sent = this.#query(this.#statements.decide, operationParams(this.#heads, first!.op, first!, first!.receipt));
+      else if (calls.length === 1) sent = this.#query(this.#statements.oneKey, oneKeyParams(this.#heads, first!));
+      else sent = this.#query(this.#statements.manyKeys, manyKeysParams(this.#heads, calls));
     } catch (error) {
       // A client that throws instead of rejecting fails the same way.
       sent = Promise.reject(error);
@@ -458,9 +438,7 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
    * their row, which the key order sends again.
    */
   #settle(calls: (Call | OpCall)[], rows: readonly unknown[]): Call[] {
-    const text = (rows[0] as { r?: unknown } | undefined)?.r;
-    // A NULL among the numbers reads NaN, which checkReply refuses; a reset answers none.
-    const reply = typeof text !== 'string' ? undefined : text === '' ? [] : text.split(',');
+    const reply = replyNumbers(rows);
     const [first] = calls;
     if (first!.op !== undefined) {
       if (!Array.isArray(reply)) {
@@ -514,16 +492,6 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
       call.resolve(Promise.reject(fallbackError));
     }
   };
-}
-
-/** The calls' row keys as a PostgreSQL array literal: each quoted, with `"` and `\` escaped. */
-function textArray(calls: readonly { readonly rowKey: string }[]): string {
-  let literal = '{';
-  for (let i = 0; i < calls.length; i++) {
-    if (i > 0) literal += ',';
-    literal += `"${calls[i]!.rowKey.replace(/["\\]/g, '\\$&')}"`;
-  }
-  return `${literal}}`;
 }
 
 /** SQLSTATE lock_not_available: what a statement's `lock_timeout` ends it with. */

@@ -7,7 +7,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Rule } from '../../src/index';
 import { migrate, type PostgresClientLike, PostgresRateLimiter } from '../../src/postgres';
-import { LONG_KEY_BYTES } from '../../src/postgres/sql/one-key';
+import { LONG_KEY_BYTES } from '../../src/postgres/sql/shell';
 import { connection, postgresPort, uniqueSchema } from '../stores/support/postgres-store';
 
 describe.skipIf(!postgresPort)('PostgreSQL: keys of any length', () => {
