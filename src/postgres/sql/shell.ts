@@ -136,17 +136,17 @@ const BLOCKED = `
     END IF;`;
 
 /**
- * Stores `next` (nothing when null, unless the step took the key over from an old row or rule:
- * then what it read), with the row's expiry: until the key is as new (its debt repaid, its block
- * over), plus the slack (the rule's last number), rounded up to a whole second and never moved
- * earlier (see the table in ./schema.ts). A missing row is inserted; when another caller inserted
+ * Stores `next` (nothing when null, unless the step took the key over from an old row or rule,
+ * then what it read; or the SQL `keep` says to store the row as it is), with the row's expiry:
+ * until the key is as new (its debt repaid, its block over), plus the slack (the rule's last
+ * number), rounded up to a whole second and never moved earlier (see the table in ./schema.ts). A missing row is inserted; when another caller inserted
  * it meanwhile, the step runs again on that row. `columns`: what a row kept as it stands may change.
  */
-const store = (schema: string, codec: Codec, columns: string): string => {
+const store = (schema: string, codec: Codec, columns: string, keep = ''): string => {
   const table = `${schema}.ratekeeper_state`;
   return `
     IF next IS NULL THEN
-      EXIT WHEN NOT renew OR (s IS NULL AND blocked IS NULL);
+      EXIT WHEN NOT (${keep}renew AND (s IS NOT NULL OR blocked IS NOT NULL));
       next := s;
     END IF;
     until := ceil((n + greatest(answer[3], blocked - now) + rule[${ruleLength(codec)}]) / 1000.0) * 1000;
@@ -218,7 +218,7 @@ const refund = (schema: string, codec: Codec): string => {
         s := coalesce(next, s);
         rcpts := rcpts[1 : 2 * pos - 2] || rcpts[2 * pos + 1 : cardinality(rcpts)];
         IF cardinality(rcpts) = 0 THEN rcpts := NULL; END IF;
-        next := coalesce(s, '{}');
+        keep := true;
       END IF;
       ${stateNow(schema, codec, 'coalesce(next, s)')}`;
 };
@@ -251,6 +251,7 @@ DECLARE
   prm numeric;
   clk numeric;
   forgave boolean;
+  keep boolean;
   bound numeric;
   deficit numeric;
   given numeric;
@@ -272,10 +273,11 @@ BEGIN
         ${load(schema, codec, 'update')}
       END IF;
       next := NULL;
+      keep := false;
       IF op = 'block' THEN
         -- A shorter block never shortens a longer one.
         blocked := greatest(blocked, now + prm);
-        next := coalesce(s, '{}');
+        keep := true;
         ${stateNow(schema, codec, 's')}
       ELSIF op = 'charge' THEN${fold(codec)}
         SELECT c.next, c.forgave INTO next, forgave FROM ${fn('charge')}(s, now, prm, rule) c;
@@ -299,7 +301,7 @@ BEGIN
       ELSE
         RAISE EXCEPTION 'ratekeeper: unknown operation %', op;
       END IF;
-      ${store(schema, codec, ', blocked_until = blocked, receipts = rcpts')}
+      ${store(schema, codec, ', blocked_until = blocked, receipts = rcpts', 'keep OR ')}
     END LOOP;
     reply[3 * i - 2 : 3 * i] := answer;
   END LOOP;
