@@ -33,7 +33,7 @@ export interface Codec {
   readonly refund: Fragment;
   /** Sets `used`: the whole permits the state counts as used at `now`, debt included (what a rule change carries over). */
   readonly used: Fragment;
-  /** What a receipt records of the grant that left state `next` at `now` (an SQL expression): its window, its time, or a bucket's deficit. */
+  /** What a receipt records of the grant that left state `next` at `now` (a parenthesized SQL expression): its window, its time, or a bucket's deficit. */
   readonly mark: string;
   /**
    * Buckets only: the deficit of state `s` at `now` in units (capacity less the units held, 0

@@ -61,6 +61,6 @@ export const tokenBucket: Codec = {
     ${REFILL}
     used := ${ceilDiv('capacity - units', 'rule[4]')};`,
   },
-  mark: 'rule[1] * rule[4] - next[1]',
-  deficit: 'rule[1] * rule[4] - least(coalesce(s[1] + (greatest(now, s[2]) - s[2]) * rule[3], rule[1] * rule[4]), rule[1] * rule[4])',
+  mark: '(rule[1] * rule[4] - next[1])',
+  deficit: '(rule[1] * rule[4] - least(coalesce(s[1] + (greatest(now, s[2]) - s[2]) * rule[3], rule[1] * rule[4]), rule[1] * rule[4]))',
 };
