@@ -38,9 +38,10 @@ export interface PostgresRateLimiterOptions {
    */
   schema?: string | undefined;
   /**
-   * Starts every row's key. The full key is `prefix + algorithm + ':' + limit + '/' + windowMs + ':' + key`,
-   * so limiters with different rules never share state; past 2000 bytes (UTF-8) it is stored as
-   * `sha256/` and its SHA-256 in hex (an index entry holds at most 2704 bytes).
+   * Starts every row's key. The full key is `prefix + algorithm + ':' + key` (the row remembers its
+   * rule: limiters with different rules on one prefix share each key's usage, carried over from
+   * rule to rule); past 2000 bytes (UTF-8) it is stored as `sha256/` and its SHA-256 in hex (an
+   * index entry holds at most 2704 bytes).
    * @default 'ratekeeper:'
    */
   prefix?: string | undefined;

@@ -305,7 +305,8 @@ export class PostgresRateLimiter extends Closable implements AsyncRateLimiter {
     }
     if (!decision.allowed) return new AsyncKeyReservation(decision, undefined);
     return new AsyncKeyReservation(decision, async (actual) => {
-      if (actual > permits) return this.charge(key, actual - permits);
+      // Past what was reserved: the receipt goes with the charge of the excess, in one call.
+      if (actual > permits) return this.#decision(await this.#operate('charge', key, actual - permits, receipt));
       const after = this.#decision(await this.#operate('refund', key, permits - actual, receipt));
       if (actual < permits) this.#waiting.wake(key);
       return after;

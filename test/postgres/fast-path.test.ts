@@ -6,15 +6,14 @@
 // change carries the key's usage over; a batch whose calls differ in rule sends one per call).
 // The store conformance suite compares both paths with the in-memory algorithms through the limiter.
 import { fc, test } from '@fast-check/vitest';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { describe, expect } from 'vitest';
 import { Rule } from '../../src/index';
 import { codecs as codecOf, type PostgresAlgorithm } from '../../src/postgres/plans';
-import { migrate } from '../../src/postgres';
 import { ruleNumbers } from '../../src/postgres/protocol';
 import { decideFunction, manyKeysFunction, oneKeyFunction } from '../../src/postgres/sql/shell';
 import { step as traceStep } from '../stores/conformance';
-import { connection, postgresPort, uniqueSchema } from '../stores/support/postgres-store';
+import { postgresPort } from '../stores/support/postgres-store';
+import { migratedSchema } from './helpers/schema';
 
 // Each codec, through the algorithm of the same name (the leaky bucket is the token bucket's codec).
 const algorithms: PostgresAlgorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-log', 'sliding-window-counter'];
@@ -53,21 +52,12 @@ const traces = fc.record({ startMs: fc.oneof(fc.constant(0), fc.integer({ min: 1
 const paths = ['g:', 'm:', 'o:'] as const;
 
 describe.skipIf(!postgresPort)('the fast path decides and stores exactly as the general function', () => {
-  let pool: pg.Pool;
-  const schema = uniqueSchema('fast');
-  beforeAll(async () => {
-    pool = new pg.Pool({ ...connection(), max: 2 });
-    await migrate(pool, { schema });
-  });
-  afterAll(async () => {
-    await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await pool.end();
-  });
+  const made = migratedSchema('fast');
 
   // Numbers compared by value: 1.50 and 1.5 (the scale of a numeric) are the same number.
   const text = (sql: string) => `(SELECT array_agg(trim_scale(x) ORDER BY o) FROM unnest(${sql}) WITH ORDINALITY AS u(x, o))::text`;
   const literal = (values: readonly (string | number)[]) => `{${values.map((value) => `"${value}"`).join(',')}}`;
-  const general = (algorithm: PostgresAlgorithm) => `"${schema}".${decideFunction(codecOf[algorithm])}($1, $2, $3, $4, $5, $6, $7, $8)`;
+  const general = (algorithm: PostgresAlgorithm) => `"${made.schema}".${decideFunction(codecOf[algorithm])}($1, $2, $3, $4, $5, $6, $7, $8)`;
 
   // The trace below meets a reserve, the row expiring, an acquire and a refund on one key only now
   // and then; this is that sequence on every path.
@@ -76,17 +66,17 @@ describe.skipIf(!postgresPort)('the fast path decides and stores exactly as the 
     const key = `${Math.random()}:reborn`;
     const codec = codecOf[algorithm];
     const acquire = {
-      'g:': () => `"${schema}".${decideFunction(codec)}('g:', 'lg:', ARRAY[$1], '{1}', '{1000}', '${rule}', 'acquire')`,
-      'm:': () => `"${schema}".${manyKeysFunction(codec)}('m:', 'lm:', ARRAY[$1], '{1}', '{1000}', '${rule}')`,
-      'o:': () => `"${schema}".${oneKeyFunction(codec)}('o:', 'lo:', $1, 1, 1000, '${rule}')`,
+      'g:': () => `"${made.schema}".${decideFunction(codec)}('g:', 'lg:', ARRAY[$1], '{1}', '{1000}', '${rule}', 'acquire')`,
+      'm:': () => `"${made.schema}".${manyKeysFunction(codec)}('m:', 'lm:', ARRAY[$1], '{1}', '{1000}', '${rule}')`,
+      'o:': () => `"${made.schema}".${oneKeyFunction(codec)}('o:', 'lo:', $1, 1, 1000, '${rule}')`,
     };
     const answers = await Promise.all(
       paths.map(async (path) => {
-        const decide = async (op: string) => String((await pool.query(`SELECT ${text(general(algorithm))} AS r`, [path, `l${path}`, literal([key]), '{2}', '{1000}', rule, op, 77])).rows[0].r);
+        const decide = async (op: string) => String((await made.pool.query(`SELECT ${text(general(algorithm))} AS r`, [path, `l${path}`, literal([key]), '{2}', '{1000}', rule, op, 77])).rows[0].r);
         await decide('reserve');
-        await pool.query(`UPDATE "${schema}".ratekeeper_state SET expires_at = 0 WHERE key = $1`, [path + key]);
-        const acquired = String((await pool.query(`SELECT ${text(acquire[path]())} AS r`, [key])).rows[0].r);
-        const { receipts } = (await pool.query(`SELECT receipts::text FROM "${schema}".ratekeeper_state WHERE key = $1`, [path + key])).rows[0];
+        await made.pool.query(`UPDATE "${made.schema}".ratekeeper_state SET expires_at = 0 WHERE key = $1`, [path + key]);
+        const acquired = String((await made.pool.query(`SELECT ${text(acquire[path]())} AS r`, [key])).rows[0].r);
+        const { receipts } = (await made.pool.query(`SELECT receipts::text FROM "${made.schema}".ratekeeper_state WHERE key = $1`, [path + key])).rows[0];
         return [acquired, await decide('refund'), receipts];
       }),
     );
@@ -116,7 +106,7 @@ describe.skipIf(!postgresPort)('the fast path decides and stores exactly as the 
           calls.push({ key: prefix + key, permits, now, batch, op, amount, rule: ruleNumbers(algorithm, rule) });
         }
         const decide = (path: string, call: Call, receipt: number | null) =>
-          pool.query(`SELECT ${text(general(algorithm))} AS r`, [path, `l${path}`, literal([call.key]), literal([call.amount]), literal([call.now]), call.rule, call.op, receipt]);
+          made.pool.query(`SELECT ${text(general(algorithm))} AS r`, [path, `l${path}`, literal([call.key]), literal([call.amount]), literal([call.now]), call.rule, call.op, receipt]);
         // Each key's latest reservation, the same id on every path.
         const receipts = new Map<string, number>();
         const fromGeneral: string[] = [];
@@ -125,7 +115,7 @@ describe.skipIf(!postgresPort)('the fast path decides and stores exactly as the 
         for (let i = 0; i < calls.length; ) {
           const call = calls[i]!;
           if (call.op === 'expire') {
-            await pool.query(`UPDATE "${schema}".ratekeeper_state SET expires_at = 0 WHERE key = ANY ($1)`, [paths.map((path) => path + call.key)]);
+            await made.pool.query(`UPDATE "${made.schema}".ratekeeper_state SET expires_at = 0 WHERE key = ANY ($1)`, [paths.map((path) => path + call.key)]);
             i++;
             continue;
           }
@@ -146,13 +136,13 @@ describe.skipIf(!postgresPort)('the fast path decides and stores exactly as the 
           // One after the other: a path's reclaim may delete another path's expired rows, and the
           // batch function leaves a row another transaction holds undecided (-1, sent again alone
           // by the limiter) where the general function would wait for it.
-          const decided = String((await pool.query(`SELECT ${text(general(algorithm))} AS r`, ['g:', 'lg:', ...values, 'acquire', null])).rows[0].r);
-          const fast = String((await pool.query(`SELECT ${text(`"${schema}".${manyKeysFunction(codec)}($1, $2, $3, $4, $5, $6)`)} AS r`, ['m:', 'lm:', ...values])).rows[0].r);
+          const decided = String((await made.pool.query(`SELECT ${text(general(algorithm))} AS r`, ['g:', 'lg:', ...values, 'acquire', null])).rows[0].r);
+          const fast = String((await made.pool.query(`SELECT ${text(`"${made.schema}".${manyKeysFunction(codec)}($1, $2, $3, $4, $5, $6)`)} AS r`, ['m:', 'lm:', ...values])).rows[0].r);
           fromGeneral.push(decided.slice(1, -1));
           many.push(fast.slice(1, -1));
           for (const c of batch) {
-            const query = `SELECT ${text(`"${schema}".${oneKeyFunction(codec)}($1, $2, $3, $4, $5, $6)`)} AS r`;
-            one.push(String((await pool.query(query, ['o:', 'lo:', c.key, c.permits, c.now, c.rule])).rows[0].r).slice(1, -1));
+            const query = `SELECT ${text(`"${made.schema}".${oneKeyFunction(codec)}($1, $2, $3, $4, $5, $6)`)} AS r`;
+            one.push(String((await made.pool.query(query, ['o:', 'lo:', c.key, c.permits, c.now, c.rule])).rows[0].r).slice(1, -1));
           }
         }
         expect(many).toEqual(fromGeneral);
@@ -161,9 +151,9 @@ describe.skipIf(!postgresPort)('the fast path decides and stores exactly as the 
         // Blocks are the caller's clock's.
         const stored = async (path: string) =>
           (
-            await pool.query(
+            await made.pool.query(
               `SELECT substr(key, 3) AS key, ${text('state')} AS state, blocked_until, rule_limit, rule_window_ms, ${text('receipts')} AS receipts
-               FROM "${schema}".ratekeeper_state WHERE starts_with(key, $1) ORDER BY 1`,
+               FROM "${made.schema}".ratekeeper_state WHERE starts_with(key, $1) ORDER BY 1`,
               [`${path}${prefix}`],
             )
           ).rows;

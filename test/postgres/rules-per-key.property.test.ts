@@ -6,12 +6,12 @@
 // differ in rule included. Before the row remembered its rule, a rule change started the key over
 // (its row key held the rule), forgiving what it had used.
 import { fc, test } from '@fast-check/vitest';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { describe, expect } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule } from '../../src/index';
-import { migrate, PostgresRateLimiter } from '../../src/postgres';
+import { PostgresRateLimiter } from '../../src/postgres';
 import { algorithmNames, twins } from '../redis/helpers/algorithms';
-import { connection, postgresPort, uniqueSchema } from '../stores/support/postgres-store';
+import { postgresPort } from '../stores/support/postgres-store';
+import { migratedSchema } from './helpers/schema';
 import { sqlCalls } from './helpers/sql-calls';
 
 // Windows of 20 s and more: rows expire on the server's clock, which moves a few seconds per run.
@@ -35,21 +35,12 @@ const step = fc.record({
 const traces = fc.record({ startMs: fc.oneof(fc.constant(0), fc.integer({ min: 1_700_000_000_000, max: 1_900_000_000_000 })), steps: fc.array(step, { minLength: 1, maxLength: 30 }) });
 
 describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
-  let pool: pg.Pool;
-  const schema = uniqueSchema('rules');
-  beforeAll(async () => {
-    pool = new pg.Pool({ ...connection(), max: 2 });
-    await migrate(pool, { schema });
-  });
-  afterAll(async () => {
-    await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await pool.end();
-  });
+  const made = migratedSchema('rules');
 
   for (const algorithm of algorithmNames) {
     test.prop([ruleSets, traces], { numRuns: 30 })(`${algorithm}: a rule per call decides as one in-memory limiter per key, reconfigured when the key's rule changes`, async (rules, { startMs, steps }) => {
       const clock = new ManualClock(startMs);
-      const sql = sqlCalls(pool, schema, algorithm, `${Math.random()}:`);
+      const sql = sqlCalls(made.pool, made.schema, algorithm, `${Math.random()}:`);
       const keys = new Map<string, { limiter: KeyedRateLimiter; rule: Rule }>();
       /** The twin of `key`, under `rule` from now on: reconfigured (its usage carried over) when the rule differs. */
       const twin = (key: string, rule: Rule) => {
@@ -107,7 +98,7 @@ describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
   }
 
   test.each(algorithmNames)('%s: a peek under another rule answers as the carried state would and writes nothing; A → B → A at one reading leaves the key as it was', async (algorithm) => {
-    const sql = sqlCalls(pool, schema, algorithm, `${Math.random()}:`);
+    const sql = sqlCalls(made.pool, made.schema, algorithm, `${Math.random()}:`);
     const a = new Rule(10, 60_000);
     const b = new Rule(4, 30_000);
     const clock = new ManualClock(1_000_000);
@@ -130,7 +121,7 @@ describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
 
   test('a limiter under another rule on the same keys carries their usage over: nothing forgiven (before, its row key held the rule and the key started over)', async () => {
     const clock = new ManualClock(0);
-    const options = { client: pool, schema, algorithm: 'sliding-window-counter', onStoreError: 'deny', clock, prefix: `${Math.random()}:` } as const;
+    const options = { client: made.pool, schema: made.schema, algorithm: 'sliding-window-counter', onStoreError: 'deny', clock, prefix: `${Math.random()}:` } as const;
     const before = new PostgresRateLimiter({ ...options, rule: new Rule(10, 60_000) });
     const after = new PostgresRateLimiter({ ...options, rule: new Rule(20, 60_000) });
     expect(await before.tryAcquire('k', 7)).toMatchObject({ allowed: true, remaining: 3 });

@@ -55,7 +55,7 @@ export const manyKeysFunction = (codec: Codec): string => `ratekeeper_acquire_ba
 
 /** The variables every step uses, beside its codec's own. */
 const VARIABLES = `k text; lk text; tid tid; ltid tid; s numeric[]; ls numeric[]; expires bigint; le bigint; blocked numeric; lb numeric;
-  rl numeric; rw numeric; rcpts numeric[]; carried numeric; renew boolean; n bigint; now numeric; answer numeric[]; next numeric[]; until bigint; inserted int := 0;`;
+  rl numeric; rw numeric; rcpts numeric[]; carried numeric; renew boolean; n bigint; now numeric; answer numeric[]; next numeric[]; inserted int := 0;`;
 
 /** How a step takes its key's row: to write it, to read it (a peek), or to write it unless another transaction holds it. */
 type Lock = 'update' | 'share' | 'skip';
@@ -83,20 +83,25 @@ const heldBy = (table: string, where: string) => `
  * - A row counted under another rule than the call's: its usage now under that rule, debt
  *   included, is charged to a fresh state under the call's (as `KeyedRateLimiter.reconfigure`
  *   carries it, up to the new rule's debt bound); the block stays, the receipts go.
+ *
+ * `receipts` false leaves them unread (`rcpts` null), for a step that neither reads nor changes them.
  */
-const load = (schema: string, codec: Codec, lock: Lock): string => {
+const load = (schema: string, codec: Codec, lock: Lock, receipts = true): string => {
   const table = `${schema}.ratekeeper_state`;
   const write = lock !== 'share';
   const rowLock = { update: ' FOR UPDATE', share: ' FOR SHARE', skip: ' FOR UPDATE SKIP LOCKED' }[lock];
   const legacyLock = { update: ' FOR UPDATE', share: '', skip: ' FOR UPDATE SKIP LOCKED' }[lock];
   const legacyWhere = 'key = lk AND rule_limit IS NULL';
   return `
-    SELECT ctid, state, expires_at, blocked_until, rule_limit, rule_window_ms, receipts INTO tid, s, expires, blocked, rl, rw, rcpts
+    SELECT ctid, state, expires_at, blocked_until, rule_limit, rule_window_ms${receipts ? ', receipts' : ''} INTO tid, s, expires, blocked, rl, rw${receipts ? ', rcpts' : ''}
       FROM ${table} WHERE key = k${rowLock};${lock === 'skip' ? heldBy(table, 'key = k') : ''}
     n := floor(extract(epoch FROM clock_timestamp()) * 1000);
     now := coalesce(clk, n);
-    renew := tid IS NULL OR expires <= n OR rl IS NULL;
-    IF renew THEN
+    -- One test on the usual path: a live row of ours, counted under the call's rule.
+    IF expires > n AND rl = rule[1] AND rw = rule[2] THEN
+      renew := false;
+    ELSIF tid IS NULL OR expires <= n OR rl IS NULL THEN
+      renew := true;
       s := NULL;
       blocked := NULL;
       rcpts := NULL;
@@ -106,7 +111,7 @@ const load = (schema: string, codec: Codec, lock: Lock): string => {
         s := ls;
         blocked := lb;
       END IF;${write ? `\n      IF ltid IS NOT NULL THEN DELETE FROM ${table} WHERE ctid = ltid; END IF;` : ''}
-    ELSIF rl <> rule[1] OR rw <> rule[2] THEN
+    ELSE
       renew := true;
       rcpts := NULL;
       IF cardinality(s) > 0 THEN
@@ -114,9 +119,7 @@ const load = (schema: string, codec: Codec, lock: Lock): string => {
         s := NULL;
         IF carried > 0 THEN SELECT c.next INTO s FROM ${schema}.ratekeeper_${codec.name}_charge(NULL, now, least(carried, ${MAX_SAFE}), rule) c; END IF;
       END IF;
-    END IF;
-    -- A log whose last grant was given back holds no entry: a new key's state, as null is.
-    IF cardinality(s) = 0 THEN s := NULL; END IF;`;
+    END IF;`;
 };
 
 /**
@@ -144,28 +147,52 @@ const BLOCKED = `
  */
 const store = (schema: string, codec: Codec, columns: string, keep = ''): string => {
   const table = `${schema}.ratekeeper_state`;
+  const until = `ceil((n + greatest(answer[3], blocked - now) + rule[${ruleLength(codec)}]) / 1000.0) * 1000`;
   return `
     IF next IS NULL THEN
       EXIT WHEN NOT (${keep}renew AND (s IS NOT NULL OR blocked IS NOT NULL));
       next := s;
     END IF;
-    until := ceil((n + greatest(answer[3], blocked - now) + rule[${ruleLength(codec)}]) / 1000.0) * 1000;
-    IF tid IS NULL THEN
-      INSERT INTO ${table} (key, state, expires_at, blocked_until, rule_limit, rule_window_ms, receipts) VALUES (k, next, until, blocked, rule[1], rule[2], rcpts)
-      ON CONFLICT (key) DO NOTHING;
-      IF FOUND THEN
-        inserted := inserted + 1;
-        EXIT;
-      END IF;
-    ELSIF renew THEN
-      UPDATE ${table} SET state = next, expires_at = greatest(expires_at, until), blocked_until = blocked, rule_limit = rule[1], rule_window_ms = rule[2], receipts = rcpts
+    IF NOT renew THEN
+      UPDATE ${table} SET state = next, expires_at = greatest(expires_at, ${until})${columns} WHERE ctid = tid;
+      EXIT;
+    ELSIF tid IS NOT NULL THEN
+      UPDATE ${table} SET state = next, expires_at = greatest(expires_at, ${until}), blocked_until = blocked, rule_limit = rule[1], rule_window_ms = rule[2], receipts = rcpts
       WHERE ctid = tid;
       EXIT;
-    ELSE
-      UPDATE ${table} SET state = next, expires_at = greatest(expires_at, until)${columns} WHERE ctid = tid;
+    END IF;
+    INSERT INTO ${table} (key, state, expires_at, blocked_until, rule_limit, rule_window_ms, receipts) VALUES (k, next, ${until}, blocked, rule[1], rule[2], rcpts)
+    ON CONFLICT (key) DO NOTHING;
+    IF FOUND THEN
+      inserted := inserted + 1;
       EXIT;
     END IF;`;
 };
+
+/** The variables of a function taking keys, permits, nows and rules (one for all, or one per key), and the reply it builds. */
+const BATCH_VARIABLES = `reply numeric[] := array_fill(0::numeric, ARRAY[3 * cardinality(keys)]);
+  rule numeric[] := rules;
+  i int;
+  uk text;
+  prm numeric;
+  clk numeric;`;
+
+/**
+ * Takes call `i` of the batch: its key, row key, permits, clock reading and rule. Keys are taken in
+ * key order whatever the order asked (the FOREACH), so two batches sharing keys wait for each other
+ * instead of deadlocking; calls on one key stay in the order asked.
+ */
+const takeCall = (codec: Codec) => {
+  const L = ruleLength(codec);
+  return `uk := keys[i];
+    k := ${storedKey('head || uk')};
+    prm := permits[i];
+    clk := nows[i];
+    IF cardinality(rules) > ${L} THEN rule := rules[${L} * i - ${L - 1} : ${L} * i]; END IF;`;
+};
+
+/** Call order for a batch: its indexes sorted by key, then by position. */
+const BY_KEY = 'ARRAY(SELECT o FROM unnest(keys) WITH ORDINALITY AS u(key, o) ORDER BY u.key, u.o)';
 
 /** Deletes up to `count` expired rows that no one holds (SKIP LOCKED): it never waits, so it runs last. */
 const reclaim = (schema: string, count: string): string => `
@@ -177,7 +204,7 @@ const reclaim = (schema: string, count: string): string => `
 /** One `tryAcquire` on `k`, as a loop that ends decided; or, with lock 'skip' and the row held, with a null `answer`. */
 const acquireStep = (schema: string, codec: Codec, lock: Lock): string => `
   LOOP
-    ${load(schema, codec, lock)}${fold(codec)}
+    ${load(schema, codec, lock, codec.deficit !== undefined)}${fold(codec)}
     ${codec.decide.body}${BLOCKED}${store(schema, codec, codec.deficit === undefined ? '' : ', receipts = rcpts')}
   END LOOP;`;
 
@@ -186,13 +213,27 @@ const stateNow = (schema: string, codec: Codec, state: string): string => `
       SELECT d.answer INTO answer FROM ${schema}.ratekeeper_${codec.name}_decide(${state}, now, 0, rule) d;
       answer[2] := 0;`;
 
+/** Sets `pos` to the place of receipt `receipt` among the key's receipts, 0 when the key does not hold it. */
+const FIND = `
+      pos := 0;
+      FOR j IN 1 .. coalesce(cardinality(rcpts), 0) / 2 LOOP
+        IF rcpts[2 * j - 1] = receipt THEN pos := j; EXIT; END IF;
+      END LOOP;`;
+
+/** Removes the receipt at `pos`; a bucket's segment joins the one before (its lowest deficit is still the earlier receipts' bound). */
+const drop = (codec: Codec): string => `${codec.deficit === undefined ? '' : `
+        IF pos > 1 THEN rcpts[2 * pos - 2] := least(rcpts[2 * pos - 2], rcpts[2 * pos]); END IF;`}
+        rcpts := rcpts[1 : 2 * pos - 2] || rcpts[2 * pos + 1 : cardinality(rcpts)];
+        IF cardinality(rcpts) = 0 THEN rcpts := NULL; END IF;
+        keep := true;`;
+
 /**
  * A refund of `prm` permits on receipt `receipt`: nothing unless the key still holds it (a reset, a
  * rule change, the key's expiry, a charge at the debt bound and the 65th reservation void
  * receipts). A bucket gives back at most the lowest deficit since the grant, the least of its own
  * segment's and every later one's: what refill repaid is never credited, and neither is what an
- * earlier refund gave back. What it gives comes off every later minimum too, and its segment joins
- * the one before. A window or log gives back what its codec finds still counted.
+ * earlier refund gave back. What it gives comes off every later minimum too. A window or log gives
+ * back what its codec finds still counted. Either way the receipt goes.
  */
 const refund = (schema: string, codec: Codec): string => {
   const call = (mark: string) => `SELECT r.next INTO next FROM ${schema}.ratekeeper_${codec.name}_refund(s, now, prm, rule, ${mark}) r;`;
@@ -207,20 +248,12 @@ const refund = (schema: string, codec: Codec): string => {
           ${call('bound')}
           s := coalesce(next, s);
           given := deficit - ${codec.deficit};
-          FOR j IN pos .. cardinality(rcpts) / 2 LOOP rcpts[2 * j] := rcpts[2 * j] - given; END LOOP;
-          IF pos > 1 THEN rcpts[2 * pos - 2] := least(rcpts[2 * pos - 2], rcpts[2 * pos]); END IF;`;
-  return `
-      pos := 0;
-      FOR j IN 1 .. coalesce(cardinality(rcpts), 0) / 2 LOOP
-        IF rcpts[2 * j - 1] = receipt THEN pos := j; EXIT; END IF;
-      END LOOP;
+          FOR j IN pos .. cardinality(rcpts) / 2 LOOP rcpts[2 * j] := rcpts[2 * j] - given; END LOOP;`;
+  return `${FIND}
       IF pos > 0 THEN${give}
-        s := coalesce(next, s);
-        rcpts := rcpts[1 : 2 * pos - 2] || rcpts[2 * pos + 1 : cardinality(rcpts)];
-        IF cardinality(rcpts) = 0 THEN rcpts := NULL; END IF;
-        keep := true;
+        s := coalesce(next, s);${drop(codec)}
       END IF;
-      ${stateNow(schema, codec, 'coalesce(next, s)')}`;
+      ${stateNow(schema, codec, 's')}`;
 };
 
 /**
@@ -233,7 +266,6 @@ const refund = (schema: string, codec: Codec): string => {
  * sharing keys wait for each other instead of deadlocking.
  */
 const general = (schema: string, codec: Codec): string => {
-  const L = ruleLength(codec);
   const fn = (op: string) => `${schema}.ratekeeper_${codec.name}_${op}`;
   return `
 CREATE OR REPLACE FUNCTION ${schema}.${decideFunction(codec)}(head text, legacy text, keys text[], permits numeric[], nows numeric[], rules numeric[], op text, receipt numeric DEFAULT NULL)
@@ -242,26 +274,17 @@ LANGUAGE plpgsql VOLATILE
 AS ${QUOTE}
 DECLARE
   ${VARIABLES}
-  reply numeric[] := array_fill(0::numeric, ARRAY[3 * cardinality(keys)]);
-  rule numeric[] := rules;
-  i int;
+  ${BATCH_VARIABLES}
   j int;
   pos int;
-  uk text;
-  prm numeric;
-  clk numeric;
   forgave boolean;
   keep boolean;
   bound numeric;
   deficit numeric;
   given numeric;
 BEGIN
-  FOREACH i IN ARRAY CASE WHEN cardinality(keys) = 1 THEN '{1}' ELSE ARRAY(SELECT o FROM unnest(keys) WITH ORDINALITY AS u(key, o) ORDER BY u.key, u.o) END LOOP
-    uk := keys[i];
-    k := ${storedKey('head || uk')};
-    prm := permits[i];
-    clk := nows[i];
-    IF cardinality(rules) > ${L} THEN rule := rules[${L} * i - ${L - 1} : ${L} * i]; END IF;
+  FOREACH i IN ARRAY CASE WHEN cardinality(keys) = 1 THEN '{1}' ELSE ${BY_KEY} END LOOP
+    ${takeCall(codec)}
     IF op = 'reset' THEN
       DELETE FROM ${schema}.ratekeeper_state WHERE key = k OR (key = ${storedKey(`legacy || rule[1] || '/' || rule[2] || ':' || uk`)} AND rule_limit IS NULL);
       CONTINUE;
@@ -279,7 +302,12 @@ BEGIN
         blocked := greatest(blocked, now + prm);
         keep := true;
         ${stateNow(schema, codec, 's')}
-      ELSIF op = 'charge' THEN${fold(codec)}
+      ELSIF op = 'charge' THEN
+        -- A settle past what was reserved: the reservation's receipt goes, then the excess is charged.
+        IF receipt IS NOT NULL THEN ${FIND}
+          IF pos > 0 THEN ${drop(codec)}
+          END IF;
+        END IF;${fold(codec)}
         SELECT c.next, c.forgave INTO next, forgave FROM ${fn('charge')}(s, now, prm, rule) c;
         -- What passed the debt bound was dropped: a refund of an earlier grant could now give back permits never counted.
         IF forgave THEN rcpts := NULL; END IF;
@@ -326,9 +354,7 @@ END ${QUOTE};
  *   that key, and its later calls in the batch, answer {-1, -1, -1}, undecided (the limiter sends
  *   them again, alone, where the one-key function waits for the row up to `lock_timeout`).
  */
-const fast = (schema: string, codec: Codec): string => {
-  const L = ruleLength(codec);
-  return `
+const fast = (schema: string, codec: Codec): string => `
 CREATE OR REPLACE FUNCTION ${schema}.${oneKeyFunction(codec)}(head text, legacy text, uk text, prm numeric, clk numeric, rule numeric[]) RETURNS numeric[]
 LANGUAGE plpgsql VOLATILE
 AS ${QUOTE}
@@ -348,20 +374,11 @@ AS ${QUOTE}
 DECLARE
   ${VARIABLES}
   ${codec.decide.declare}
-  reply numeric[] := array_fill(0::numeric, ARRAY[3 * cardinality(keys)]);
-  rule numeric[] := rules;
-  i int;
-  uk text;
-  prm numeric;
-  clk numeric;
+  ${BATCH_VARIABLES}
   held text;
 BEGIN
-  FOREACH i IN ARRAY ARRAY(SELECT o FROM unnest(keys) WITH ORDINALITY AS u(key, o) ORDER BY u.key, u.o) LOOP
-    uk := keys[i];
-    k := ${storedKey('head || uk')};
-    prm := permits[i];
-    clk := nows[i];
-    IF cardinality(rules) > ${L} THEN rule := rules[${L} * i - ${L - 1} : ${L} * i]; END IF;
+  FOREACH i IN ARRAY ${BY_KEY} LOOP
+    ${takeCall(codec)}
     IF k = held THEN
       answer := NULL;
     ELSE
@@ -378,7 +395,6 @@ BEGIN
   RETURN reply;
 END ${QUOTE};
 `;
-};
 
 /** Everything `codec` needs in the database: its operations, the general function and the fast path. */
 export const codecShell = (schema: string, codec: Codec): string => codecFunctions(schema, codec) + general(schema, codec) + fast(schema, codec);
