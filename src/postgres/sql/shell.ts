@@ -126,10 +126,16 @@ const load = (schema: string, codec: Codec, lock: Lock, receipts = true): string
  * A bucket's receipts hold, each, the lowest deficit over its segment of time (from its grant to
  * the next one's, the last to now); before every event but a peek the last takes in the deficit
  * now. Between events only refill moves the deficit, downwards, so the lowest is always met at one.
+ * A full bucket drops them all, as memory does: every refund would give nothing.
  */
 const fold = (codec: Codec): string =>
-  codec.deficit === undefined ? '' : `
-    IF rcpts IS NOT NULL THEN rcpts[cardinality(rcpts)] := least(rcpts[cardinality(rcpts)], ${codec.deficit}); END IF;`;
+  codec.deficit === undefined
+    ? ''
+    : `
+    IF rcpts IS NOT NULL THEN
+      rcpts[cardinality(rcpts)] := least(rcpts[cardinality(rcpts)], ${codec.deficit});
+      IF ${codec.deficit} = 0 THEN rcpts := NULL; END IF;
+    END IF;`;
 
 /** A blocked key is refused whatever the codec says, writing nothing, until both the block and the algorithm allow. */
 const BLOCKED = `
@@ -236,22 +242,29 @@ const drop = (codec: Codec): string => `${codec.deficit === undefined ? '' : `
  * back what its codec finds still counted. Either way the receipt goes.
  */
 const refund = (schema: string, codec: Codec): string => {
-  const call = (mark: string) => `SELECT r.next INTO next FROM ${schema}.ratekeeper_${codec.name}_refund(s, now, prm, rule, ${mark}) r;`;
+  const call = (permits: string, mark: string) => `SELECT r.next INTO next FROM ${schema}.ratekeeper_${codec.name}_refund(s, now, ${permits}, rule, ${mark}) r;`;
   const give =
     codec.deficit === undefined
       ? `
-          ${call('rcpts[2 * pos]')}`
+        ${call('prm', 'rcpts[2 * pos]')}
+        s := coalesce(next, s);${drop(codec)}`
       : `${fold(codec)}
+        IF rcpts IS NULL THEN
+          -- Full now: nothing is owed, and the refill to now is stored, as in memory.
+          ${call('0', '0')}
+          s := next;
+          keep := true;
+        ELSE
           bound := rcpts[2 * pos];
           FOR j IN pos + 1 .. cardinality(rcpts) / 2 LOOP bound := least(bound, rcpts[2 * j]); END LOOP;
           deficit := ${codec.deficit};
-          ${call('bound')}
-          s := coalesce(next, s);
+          ${call('prm', 'bound')}
+          s := next;
           given := deficit - ${codec.deficit};
-          FOR j IN pos .. cardinality(rcpts) / 2 LOOP rcpts[2 * j] := rcpts[2 * j] - given; END LOOP;`;
+          FOR j IN pos .. cardinality(rcpts) / 2 LOOP rcpts[2 * j] := rcpts[2 * j] - given; END LOOP;${drop(codec)}
+        END IF;`;
   return `${FIND}
       IF pos > 0 THEN${give}
-        s := coalesce(next, s);${drop(codec)}
       END IF;
       ${stateNow(schema, codec, 's')}`;
 };

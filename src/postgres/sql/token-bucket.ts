@@ -50,10 +50,11 @@ export const tokenBucket: Codec = {
   refund: {
     declare: DECLARE,
     // \`mark\` is the most the receipt may give back, in units (the shell's suffix minimum): never
-    // more than the deficit now, so the bucket never passes its capacity.
+    // more than the deficit now, so the bucket never passes its capacity. The refill to now is
+    // stored even when nothing is given, as in memory: a later reading behind it is no time passing.
     body: `
     ${REFILL}
-    IF least(prm * rule[4], mark) > 0 THEN next := ARRAY[units + least(prm * rule[4], mark), t]; END IF;`,
+    next := ARRAY[units + least(prm * rule[4], mark), t];`,
   },
   used: {
     declare: DECLARE,
