@@ -26,7 +26,16 @@ export function ratekeeper(
   clock: Clock = systemClock,
   maxKeys = Infinity,
 ): Contender {
-  const limiter = new KeyedRateLimiter({ algorithm, clock, maxKeys });
+  return tryAcquireLoop(name, workload, new KeyedRateLimiter({ algorithm, clock, maxKeys }));
+}
+
+/** What a tryAcquire loop needs of a limiter: a KeyedRateLimiter of this tree or of another (bench/ab-memory.ts). */
+export interface TryAcquire {
+  tryAcquire(key: string): { readonly remaining: number };
+}
+
+/** `limiter.tryAcquire` over the workload. */
+export function tryAcquireLoop(name: string, workload: Workload, limiter: TryAcquire): Contender {
   const { keys, order } = workload;
   const mask = order.length - 1;
   return {

@@ -43,7 +43,7 @@ export interface ArrivalResult {
 const nextMacrotask = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** `inFlight` callers, each awaiting a macrotask, then one decision, again and again for `ms`. */
-async function sample(client: Redis, contender: RedisContender, inFlight: number, key: () => string, ms: number): Promise<ArrivalSample> {
+export async function sample(client: Redis, contender: RedisContender, inFlight: number, key: () => string, ms: number): Promise<ArrivalSample> {
   const latencies = new Float64Array(LATENCY_CAPACITY);
   let done = 0;
   await client.config('RESETSTAT');

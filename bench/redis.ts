@@ -43,7 +43,8 @@ export const ratekeeperRedisName = (algorithm: string): string => `ratekeeper Re
 
 const FLOOR_SCRIPT = "local v = redis.call('INCRBY', KEYS[1], ARGV[1]) redis.call('PEXPIRE', KEYS[1], ARGV[2]) return v";
 
-async function evalshaFloor(client: Redis, rule: Rule): Promise<RedisContender> {
+/** The floor: a bare EVALSHA of INCRBY + PEXPIRE per decision. */
+export async function evalshaFloor(client: Redis, rule: Rule): Promise<RedisContender> {
   const sha = (await client.script('LOAD', FLOOR_SCRIPT)) as string;
   const ttl = String(rule.windowMs);
   return { name: EVALSHA_FLOOR, decide: (key) => client.evalsha(sha, 1, `floor:${key}`, '1', ttl) };
@@ -65,13 +66,14 @@ export async function ratekeeperScriptBare(client: Redis, rule: Rule): Promise<R
   return { name: RATEKEEPER_SCRIPT_BARE, decide: (key) => client.evalsha(script.sha1, 1, `rk-bare:${key}`, ...args) };
 }
 
-function rateLimiterFlexible(client: Redis, rule: Rule): RedisContender {
+/** rate-limiter-flexible's RateLimiterRedis under the same rule. */
+export function rateLimiterFlexible(client: Redis, rule: Rule): RedisContender {
   const limiter = new RateLimiterRedis({ storeClient: client, points: rule.limit, duration: rule.windowMs / 1000, keyPrefix: 'rlf' });
   return { name: RLF_REDIS, decide: (key) => limiter.consume(key) };
 }
 
 /** What the bench needs of ratekeeper/redis; read at run time, so the bench runs before it exists. */
-type RedisRateLimiterClass = new (options: {
+export type RedisRateLimiterClass = new (options: {
   client: Redis;
   algorithm: string;
   rule: Rule;

@@ -8,7 +8,7 @@ import { HTTP_CONNECTIONS, HTTP_ROUNDS, HTTP_SECONDS, HTTP_USERS, type HttpResul
 import { HTTP_CONTENDERS } from './http-server';
 import { EVALSHA_FLOOR, IN_FLIGHT, REDIS_KEYS, RLF_REDIS, ROUNDS, SAMPLE_MS, ratekeeperRedisName, type RedisResult } from './redis';
 import { ARRIVAL_ROUNDS, ARRIVAL_SAMPLE_MS, type ArrivalResult, type ArrivalSample } from './redis-arrivals';
-import { formatNumber, formatRatio, markdownTable, median, opsPerSecond, textTable } from './stats';
+import { formatNumber, formatRatio, markdownTable, median, opsPerSecond, ratioMedian, textTable } from './stats';
 import {
   BARE_BUCKET,
   MANY_KEYS,
@@ -72,11 +72,6 @@ interface Section {
 }
 
 /** The median of per-round ratios a[i] / b[i]: both measured moments apart in one process. */
-function ratioMedian(a: readonly number[] | undefined, b: readonly number[] | undefined): number {
-  if (a === undefined || b === undefined || a.length === 0 || a.length !== b.length) return NaN;
-  return median(a.map((x, i) => x / (b[i] as number)));
-}
-
 const ns = (samples: readonly number[] | undefined): string => (samples === undefined ? '—' : formatNumber(median(samples), 1));
 const us = (value: number): string => formatNumber(value, value < 10 ? 2 : value < 1000 ? 1 : 0);
 

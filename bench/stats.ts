@@ -7,6 +7,12 @@ export function median(values: readonly number[]): number {
   return sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
 }
 
+/** The median of per-round ratios `a[i] / b[i]`: each ratio compares two figures taken moments apart. */
+export function ratioMedian(a: readonly number[] | undefined, b: readonly number[] | undefined): number {
+  if (a === undefined || b === undefined || a.length === 0 || a.length !== b.length) return NaN;
+  return median(a.map((x, i) => x / (b[i] as number)));
+}
+
 /** The value at quantile `q` (0..1) of an ascending-sorted array, nearest rank. */
 export function quantileSorted(sorted: ArrayLike<number>, q: number): number {
   if (sorted.length === 0) return NaN;

@@ -31,9 +31,9 @@ const ROUNDS = 3;
 const SAMPLE_MS = 400;
 const WARMUP_MS = 400;
 /** Connections each pool may open, ratekeeper's and its peer's alike. */
-const POOL = 8;
+export const POOL = 8;
 
-interface Contender {
+export interface Contender {
   readonly name: string;
   /** The contender ratekeeper's row is compared with (its peer), or undefined for ratekeeper's rows. */
   readonly peer?: true;
@@ -167,7 +167,7 @@ async function upstashContenders(rule: Rule): Promise<{ server: string; contende
 }
 
 /** Decides each key once, 32 in flight. */
-async function warm(contender: Contender, keys: readonly string[]): Promise<void> {
+export async function warm(contender: Contender, keys: readonly string[]): Promise<void> {
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < keys.length) await contender.decide(keys[next++]!);
@@ -176,7 +176,7 @@ async function warm(contender: Contender, keys: readonly string[]): Promise<void
 }
 
 /** Runs `inFlight` workers that each await one decision after another for `ms`, timing every call. */
-async function sample(contender: Contender, inFlight: number, nextKey: () => string, ms: number, latencies: number[]): Promise<number> {
+export async function sample(contender: Contender, inFlight: number, nextKey: () => string, ms: number, latencies: number[]): Promise<number> {
   const deadline = performance.now() + ms;
   let done = 0;
   const worker = async (): Promise<void> => {
@@ -243,7 +243,8 @@ export function renderStores(results: readonly StoresResult[]): { text: string; 
   };
 }
 
-if (process.argv[1]?.endsWith('stores.ts')) {
+// The slash: bench/ab-stores.ts, which imports this module, also ends in stores.ts.
+if (process.argv[1]?.endsWith('/stores.ts')) {
   const store = process.argv[2] as StoreName;
   if (!STORES.includes(store)) throw new Error(`bench/stores.ts: the store must be one of ${STORES.join(', ')}, got ${store}`);
   sendToParent(await measure(store));

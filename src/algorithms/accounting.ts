@@ -24,6 +24,14 @@ export function usageBound(limit: number): number {
 }
 
 /**
+ * How many outstanding reservations a key keeps receipts for. Reservations never settled would
+ * otherwise pile up in the key's state; past this the oldest receipt is voided (its refund gives
+ * nothing, so the key is never better off than its twin). The stores keep the same bound
+ * (src/store/constants.ts re-exports it: the core imports nothing from the stores).
+ */
+export const MAX_RECEIPTS = 64;
+
+/**
  * What a granted reservation remembers, so that a refund later gives back only what is still
  * counted. Opaque: only the algorithm that issued it reads it.
  */
@@ -49,31 +57,6 @@ export function forgivenCount(state: object): number {
 /** Records that a charge on `state` reached the debt bound, voiding the receipts issued before. */
 export function forgive(state: object): void {
   forgiven.set(state, forgivenCount(state) + 1);
-}
-
-// A refund lowers the deficit a later refund is measured against, as refill does, so a key counts the
-// units its refunds gave back, and a receipt records that count (see TokenBucket.refund). Kept
-// beside the state too, for the keys that ever get a refund only.
-const credited = new WeakMap<object, number>();
-
-/** The units the refunds on `state` have given back, since it began or its receipts were last voided for the count. */
-export function creditedCount(state: object): number {
-  return credited.get(state) ?? 0;
-}
-
-/**
- * Adds `units` a refund gave back to the count of `state`. Past 2^53 − 1 (absurd rules, or
- * astronomically many refunds) the count would round: the receipts issued so far are voided
- * instead ({@link forgive}) and the count starts again at 0.
- */
-export function credit(state: object, units: number): void {
-  const count = creditedCount(state);
-  if (units > Number.MAX_SAFE_INTEGER - count) {
-    forgive(state);
-    credited.set(state, 0);
-  } else {
-    credited.set(state, count + units);
-  }
 }
 
 /** Checks the permits of a charge: any positive safe integer, the limit included or not. */

@@ -3,21 +3,21 @@ import { ceilDiv, floorDiv, gcd } from '../core/exact';
 import { sharedPerRule, type Rule } from '../core/rule';
 import { Printable } from '../core/symbols';
 import { checkPermits, checkTime } from '../core/validate';
-import { checkCharge, credit, creditedCount, DEBT_LIMITS, forgive, forgivenCount, type Receipt, type Reserved } from './accounting';
+import { checkCharge, DEBT_LIMITS, MAX_RECEIPTS, type Receipt, type Reserved } from './accounting';
 import type { AccountingAlgorithm } from './algorithm';
-import { refill, until } from './wide-bucket';
+import { raise, refill, until } from './wide-bucket';
 
 /**
- * What a bucket's reservation remembers: the state right after the grant (scaled units, or for a
- * wide plan whole tokens and the units toward the next), when, and the units the key's refunds had
- * given back by then.
+ * A reservation's receipt, and its segment of time: from its grant to the next reservation's grant
+ * (the last one's, to now). It holds the highest level the bucket reached over that segment (scaled
+ * units; for a wide plan whole tokens and the units toward the next), that is its least deficit:
+ * what a refund may give back is bounded by the least deficit since the grant, over this segment and
+ * every later one (DESIGN-24 D4). Refill only raises the level between two changes, so the highest
+ * level of a segment is the one just before a change, which every change records first (`fold`).
  */
 interface BucketReceipt {
-  readonly at: number;
-  readonly units: number;
-  readonly partial: number;
-  readonly forgiven: number;
-  readonly credited: number;
+  units: number;
+  partial: number;
 }
 
 // Tokens are counted in scaled units so that refill is whole numbers on an integer clock: with the
@@ -39,19 +39,33 @@ export interface Plan {
    * apart, each below 2^53, and refills with exact wide products.
    */
   readonly wide: boolean;
+  /**
+   * Set on the plan of a bucket while it holds receipts of outstanding reservations (the same
+   * numbers, another object per rule): its changes then record its level first (see `fold`). A key
+   * never reserved pays neither a field nor a lookup for them.
+   */
+  readonly receipts: boolean;
 }
 
 /** A rule in scaled units; the Redis script is given the same numbers, so both decide alike. */
-export function scaledUnits(rule: Rule): Plan {
+export function scaledUnits(rule: Rule, receipts = false): Plan {
   const { limit, windowMs } = rule;
   const g = gcd(limit, windowMs);
   const perMs = limit / g;
   const perToken = windowMs / g;
   const capacity = limit * perToken;
-  return { rule, limit, windowMs, perMs, perToken, capacity, wide: (1 + DEBT_LIMITS) * capacity > Number.MAX_SAFE_INTEGER };
+  return { rule, limit, windowMs, perMs, perToken, capacity, wide: (1 + DEBT_LIMITS) * capacity > Number.MAX_SAFE_INTEGER, receipts };
 }
 
-const planFor = sharedPerRule(scaledUnits);
+const planFor = sharedPerRule((rule) => scaledUnits(rule));
+const receiptsPlanFor = sharedPerRule((rule) => scaledUnits(rule, true));
+
+/**
+ * The receipts of each bucket whose plan says it holds some, oldest first, at most `MAX_RECEIPTS`.
+ * Kept beside the state, not in it: a field, even one added only when a key first reserves, would
+ * grow every key of a limiter whose first keys reserved (V8 sizes a class's objects by its first ones).
+ */
+const receiptLists = new WeakMap<object, BucketReceipt[]>();
 
 /**
  * A token bucket: holds up to `limit` tokens, refills `limit / windowMs` per ms, starts full.
@@ -72,7 +86,7 @@ const planFor = sharedPerRule(scaledUnits);
  * ```
  */
 export class TokenBucket extends Printable implements AccountingAlgorithm {
-  private readonly plan: Plan;
+  private plan: Plan;
   /** Scaled units left; for a wide plan, whole tokens left. Below zero in debt. */
   private units: number;
   private last = -Infinity;
@@ -112,14 +126,15 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
       const [tokens, partial] = refill(this.plan, this.units, this.partial, now - this.last);
       // The bound is -limit whole tokens and no units; compared without forming a number past 2^53.
       const over = permits - DEBT_LIMITS * limit > tokens;
-      if (over) forgive(this);
+      this.fold(tokens, partial, over);
       this.units = over ? -DEBT_LIMITS * limit : tokens - permits;
       this.partial = over ? 0 : partial;
     } else {
+      const held = this.unitsAt(now);
       // A product past 2^53 rounds, but only for a charge far beyond the bound, which it stays beyond.
-      const wanted = this.unitsAt(now) - permits * perToken;
+      const wanted = held - permits * perToken;
       const floor = -DEBT_LIMITS * capacity;
-      if (wanted < floor) forgive(this);
+      this.fold(held, 0, wanted < floor);
       this.units = wanted < floor ? floor : wanted;
     }
     this.last = now;
@@ -129,44 +144,57 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
   reserve(nowMs: number, permits = 1): Reserved {
     const decision = this.tryAcquire(nowMs, permits);
     if (!decision.allowed) return { decision, receipt: undefined };
-    const receipt: BucketReceipt = { at: this.last, units: this.units, partial: this.partial, forgiven: forgivenCount(this), credited: creditedCount(this) };
+    const receipt: BucketReceipt = { units: this.units, partial: this.plan.wide ? this.partial : 0 };
+    if (!this.plan.receipts) {
+      receiptLists.set(this, []);
+      this.plan = receiptsPlanFor(this.plan.rule);
+    }
+    const receipts = receiptLists.get(this) as BucketReceipt[];
+    // Reservations never settled must not grow a key without bound: the oldest receipt goes, and its refund gives nothing.
+    if (receipts.push(receipt) > MAX_RECEIPTS) receipts.shift();
     return { decision, receipt };
   }
 
   /**
-   * What is still owed is at most the least deficit since the grant. Only refill and refunds lower a
-   * deficit, so that least one is at least the deficit the grant left, less the refill since (spend 5
-   * of 10, refill to full, spend 8: a late refund of 5 must give back nothing), less what the key's
-   * other refunds gave back since (reserve 5 twice, cancel one, refill 3, spend 8: cancelling the
-   * other must give back only 2). A wide plan does not count what refunds gave back: each refund
-   * voids the receipts issued before it instead.
+   * Gives back what a twin that never reserved these permits would hold more: `permits`, at most
+   * the least deficit since the grant (refill may have repaid the rest, and the key's other refunds
+   * lowered it too). Every later receipt's least deficit drops by what was given back, and this
+   * receipt's segment joins the one before it. So reservations that overlap, settled in any order,
+   * leave the key as the twin that reserved only what each kept. A receipt no longer in the list
+   * (voided by the bound, a charge past the debt bound, a full bucket, or settled) gives nothing.
    */
   refund(nowMs: number, receipt: Receipt, permits: number): void {
-    const { at, units, partial, forgiven, credited } = receipt as BucketReceipt;
-    const { limit, perMs, perToken, capacity } = this.plan;
-    if (forgiven !== forgivenCount(this)) return;
+    const receipts = this.plan.receipts ? receiptLists.get(this) : undefined;
+    const index = receipts?.indexOf(receipt as BucketReceipt) ?? -1;
+    // Permits that are no number of at least 0 (a direct caller's) would take from the key, not give.
+    if (receipts === undefined || index === -1 || !(permits >= 0)) return;
     const now = nowMs > this.last ? nowMs : this.last;
-    if (this.plan.wide) {
-      // The grant's state refilled to now: the tokens it is still short of full are what is owed.
-      const [granted, grantedPartial] = refill(this.plan, units, partial, now - at);
-      const short = limit - granted;
-      if (short === 0 || permits === 0) return;
-      // All the permits while fewer than that; else the whole deficit, `short` tokens less the units held.
-      const [owed, less] = permits < short ? [permits, 0] : [short, grantedPartial];
-      let [tokens, part] = refill(this.plan, this.units, this.partial, now - this.last);
-      if (tokens > 0 && owed > limit - tokens) [tokens, part] = [limit, 0];
-      else [tokens, part] = part < less ? [tokens + owed - 1, part - less + perToken] : [tokens + owed, part - less];
-      [this.units, this.partial] = tokens < limit ? [tokens, part] : [limit, 0];
-      forgive(this);
-    } else {
-      const owed = Math.min(permits * perToken, capacity - units - (now - at) * perMs - (creditedCount(this) - credited));
-      if (owed <= 0) return;
-      const held = this.unitsAt(now);
-      const refilled = held + owed;
-      this.units = refilled < capacity ? refilled : capacity;
-      credit(this, this.units - held);
-    }
+    if (this.plan.wide) [this.units, this.partial] = refill(this.plan, this.units, this.partial, now - this.last);
+    else this.units = this.unitsAt(now);
     this.last = now;
+    this.fold(this.units, this.plan.wide ? this.partial : 0);
+    if (!this.plan.receipts) return;
+    let top = receipts[index] as BucketReceipt;
+    for (let k = index + 1; k < receipts.length; k++) {
+      const later = receipts[k] as BucketReceipt;
+      if (above(later.units, later.partial, top)) top = later;
+    }
+    const { units, partial } = top;
+    if (this.plan.wide) {
+      [this.units, this.partial] = raise(this.plan, this.units, this.partial, permits, units, partial);
+      for (let k = index; k < receipts.length; k++) {
+        const later = receipts[k] as BucketReceipt;
+        [later.units, later.partial] = raise(this.plan, later.units, later.partial, permits, units, partial);
+      }
+    } else {
+      const given = Math.min(permits * this.plan.perToken, this.plan.capacity - units);
+      this.units += given;
+      for (let k = index; k < receipts.length; k++) (receipts[k] as BucketReceipt).units += given;
+    }
+    const [settled] = receipts.splice(index, 1) as [BucketReceipt];
+    const previous = receipts[index - 1];
+    if (previous !== undefined && above(settled.units, settled.partial, previous)) [previous.units, previous.partial] = [settled.units, settled.partial];
+    if (receipts.length === 0) this.release();
   }
 
   isIdle(nowMs: number): boolean {
@@ -195,7 +223,7 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
 
   /** The one place that decides; it writes only when `spend` is set and the request is allowed. */
   private decide(nowMs: number, permits: number, spend: boolean): Decision {
-    const { limit, perMs, perToken, capacity } = this.plan;
+    const { limit, perMs, perToken, capacity, receipts } = this.plan;
     checkTime(nowMs);
     checkPermits(permits, limit);
     // A reading earlier than the last one counts as no time passing.
@@ -208,6 +236,7 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
     }
     const left = units - cost;
     if (spend) {
+      if (receipts) this.fold(units, 0);
       this.units = left;
       this.last = now;
     }
@@ -226,6 +255,7 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
     }
     const left = tokens - permits;
     if (spend) {
+      if (this.plan.receipts) this.fold(tokens, partial);
       this.units = left;
       this.partial = partial;
       this.last = now;
@@ -246,9 +276,36 @@ export class TokenBucket extends Printable implements AccountingAlgorithm {
     return allow(limit, Math.max(0, floorDiv(units, perToken)), ceilDiv(capacity - units, perMs));
   }
 
+  /**
+   * Every change of the level at a moment first records the level reached by then (`units`,
+   * `partial`: refilled to that moment) as the last receipt's segment's highest if it is. A full
+   * bucket, or a charge past the debt bound (`voids`), leaves no receipt anything to give back: all go.
+   */
+  private fold(units: number, partial: number, voids = false): void {
+    if (!this.plan.receipts) return;
+    if (voids || units === (this.plan.wide ? this.plan.limit : this.plan.capacity)) {
+      this.release();
+      return;
+    }
+    const receipts = receiptLists.get(this) as BucketReceipt[];
+    const last = receipts[receipts.length - 1] as BucketReceipt;
+    if (above(units, partial, last)) [last.units, last.partial] = [units, partial];
+  }
+
+  /** Drops every receipt: their refunds give nothing, and the plain plan decides again. */
+  private release(): void {
+    receiptLists.delete(this);
+    this.plan = planFor(this.plan.rule);
+  }
+
   /** The units held at `now` (not earlier than the last write), refill applied up to the capacity. */
   private unitsAt(now: number): number {
     const refilled = this.units + (now - this.last) * this.plan.perMs;
     return refilled < this.plan.capacity ? refilled : this.plan.capacity;
   }
+}
+
+/** Whether the level `units`, `partial` is above a receipt's (whole tokens first for a wide plan; a narrow one keeps `partial` 0). */
+function above(units: number, partial: number, receipt: BucketReceipt): boolean {
+  return units > receipt.units || (units === receipt.units && partial > receipt.partial);
 }

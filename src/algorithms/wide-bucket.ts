@@ -45,6 +45,21 @@ export function until(plan: WideUnits, wanted: number, tokens: number, partial: 
 }
 
 /**
+ * The level `tokens`, `partial` raised by a refund of `permits` whose bound is the highest level
+ * since its grant, `topTokens`, `topPartial` (at least as high as this one): `permits` whole tokens
+ * while fewer than that level is short of full; else that shortfall exactly, which takes that level
+ * to full and leaves a lower one as far below full as it was below it. Every sum below is formed so
+ * that no operand passes 2^53 (tokens run from -limit to limit).
+ */
+export function raise(plan: WideUnits, tokens: number, partial: number, permits: number, topTokens: number, topPartial: number): [number, number] {
+  const { limit, perToken } = plan;
+  // Past 2^53 `limit - topTokens` rounds, but stays above every safe `permits`.
+  if (permits < limit - topTokens) return [tokens + permits, partial];
+  const whole = topTokens >= 0 ? tokens + (limit - topTokens) : tokens - topTokens + limit;
+  return partial >= topPartial ? [whole, partial - topPartial] : [whole - 1, partial - topPartial + perToken];
+}
+
+/**
  * For a bucket in debt: the whole ms until refill has repaid it, and the whole tokens and units it
  * then holds (less than one ms of refill, so below the limit).
  */

@@ -420,13 +420,17 @@ export class KeyedRateLimiter extends Closable implements RateLimiter {
     return reject(limit, 0, Math.max(left, retryAfterMs), Math.max(left, resetAfterMs));
   }
 
-  /** Settles a reservation: refunds into the state it was granted from, if still the key's; charges any excess. */
+  /**
+   * Settles a reservation: refunds into the state it was granted from, if still the key's; charges
+   * any excess. Settled at or past what it reserved, the refund of nothing still releases the receipt,
+   * which the key would otherwise keep until the bound voided it.
+   */
   #settle(key: string, state: AccountingAlgorithm, receipt: Receipt, reserved: number, actual: number): Decision {
-    if (actual > reserved) return this.charge(key, actual - reserved);
     const now = this.#read(this.#clock.now());
     const current = this.#stateOf(key);
+    if (current === state) state.refund(now, receipt, actual < reserved ? reserved - actual : 0);
+    if (actual > reserved) return this.charge(key, actual - reserved);
     if (current === state && actual < reserved) {
-      state.refund(now, receipt, reserved - actual);
       this.#table.changed(key, now);
       this.#waiting.wake(key);
     }

@@ -1,18 +1,11 @@
-import { DEBT_LIMITS, usageBound } from '../algorithms/accounting';
+import { DEBT_LIMITS, MAX_RECEIPTS, usageBound } from '../algorithms/accounting';
 
 // The numbers every store's scripts and SQL share with the in-memory algorithms. Lua and SQL get
 // them interpolated from here, so a bound changed here changes everywhere at once.
-export { DEBT_LIMITS, usageBound };
+export { DEBT_LIMITS, MAX_RECEIPTS, usageBound };
 
 /** 2^53 − 1: no stored count or time passes it, so every number a store keeps stays exact. */
 export const MAX_SAFE = Number.MAX_SAFE_INTEGER;
-
-/**
- * How many outstanding reservations a key keeps receipts for. Reservations never settled would
- * otherwise pile up in the key's state; past this the oldest receipt is voided (its refund gives
- * nothing, so the key is never better off than its twin).
- */
-export const MAX_RECEIPTS = 64;
 
 /**
  * How long a stored key outlives the moment it is as new, in ms: a quarter of the window, at most

@@ -4,7 +4,7 @@
 // that bucket, written plainly in BigInt, unreduced: a token is `windowMs` units, refill `limit` a ms.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { DEBT_LIMITS, type Receipt } from '../../src/algorithms/accounting';
+import { DEBT_LIMITS, MAX_RECEIPTS, type Receipt } from '../../src/algorithms/accounting';
 import { KeyedRateLimiter, LeakyBucket, ManualClock, Rule, TokenBucket, type Decision } from '../../src/index';
 
 const MAX = Number.MAX_SAFE_INTEGER;
@@ -21,22 +21,18 @@ const floor = (n: bigint, d: bigint) => (n >= 0n ? n / d : -((-n + d - 1n) / d))
 const atLeast0 = (n: bigint) => (n > 0n ? n : 0n);
 
 /**
- * The contract's bucket with debt and receipts, in exact integers. A refund gives back at most the
- * deficit the grant left less the refill since and less what other refunds gave back since: the
- * bucket counts that in its scaled units (these units divided by the gcd), voiding its receipts
- * instead past 2^53 - 1; a wide bucket voids them at every refund that owes something.
+ * The contract's bucket with debt and receipts, in exact integers (DESIGN-24 D4). Each outstanding
+ * receipt holds the highest level over its segment (from its grant to the next one's, the last to
+ * now); a refund gives back its permits, at most what the highest level since its grant was short
+ * of full, raises every later segment's level by as much, and its segment joins the one before. A
+ * full bucket, a charge past the debt bound and the bound on receipts void them.
  */
 class BigBucket {
   level: bigint;
   last: bigint | undefined;
-  forgiven = 0;
-  credited = 0n;
-  readonly scale: bigint;
-  readonly wide: boolean;
+  receipts: BigReceipt[] = [];
   constructor(readonly limit: bigint, readonly w: bigint) {
     this.level = limit * w;
-    this.scale = BigInt(gcdOf(Number(limit), Number(w)));
-    this.wide = (2n * limit * w) / this.scale > BigInt(MAX);
   }
   get capacity(): bigint {
     return this.limit * this.w;
@@ -47,6 +43,12 @@ class BigBucket {
   levelAt(now: bigint): bigint {
     const filled = this.last === undefined ? this.level : this.level + (now - this.last) * this.limit;
     return filled < this.capacity ? filled : this.capacity;
+  }
+  /** Every change first records the level reached by then in the last segment. */
+  fold(level: bigint): void {
+    if (level === this.capacity) this.receipts = [];
+    const last = this.receipts[this.receipts.length - 1];
+    if (last !== undefined && level > last.high) last.high = level;
   }
   state(units: bigint): Exact {
     return { allowed: true, remaining: atLeast0(floor(units, this.w)), retryAfterMs: 0n, resetAfterMs: ceil(this.capacity - units, this.limit) };
@@ -59,42 +61,50 @@ class BigBucket {
     if (units < cost) {
       return { allowed: false, remaining: atLeast0(floor(units, this.w)), retryAfterMs: ceil(cost - units, this.limit), resetAfterMs: ceil(this.capacity - units, this.limit) };
     }
-    if (spend) [this.level, this.last] = [units - cost, now];
+    if (spend) {
+      this.fold(units);
+      [this.level, this.last] = [units - cost, now];
+    }
     return this.state(units - cost);
   }
   charge(nowMs: bigint, permits: bigint): Exact {
     const now = this.at(nowMs);
-    const wanted = this.levelAt(now) - permits * this.w;
+    const held = this.levelAt(now);
+    this.fold(held);
+    const wanted = held - permits * this.w;
     const bound = -BigInt(DEBT_LIMITS) * this.capacity;
-    if (wanted < bound) this.forgiven++;
+    if (wanted < bound) this.receipts = [];
     [this.level, this.last] = [wanted < bound ? bound : wanted, now];
     return this.state(this.level);
   }
   reserve(nowMs: bigint, permits: bigint): { decision: Exact; receipt: BigReceipt | undefined } {
     const decision = this.decide(nowMs, permits, true);
-    return { decision, receipt: decision.allowed ? { at: this.last as bigint, level: this.level, forgiven: this.forgiven, credited: this.credited } : undefined };
+    if (!decision.allowed) return { decision, receipt: undefined };
+    const receipt = { high: this.level };
+    this.receipts.push(receipt);
+    if (this.receipts.length > MAX_RECEIPTS) this.receipts.shift();
+    return { decision, receipt };
   }
   refund(nowMs: bigint, receipt: BigReceipt, permits: bigint): void {
-    if (receipt.forgiven !== this.forgiven) return;
+    const i = this.receipts.indexOf(receipt);
+    if (i === -1) return;
     const now = this.at(nowMs);
-    const deficit = this.capacity - receipt.level - (now - receipt.at) * this.limit - (this.credited - receipt.credited) * this.scale;
-    const owed = permits * this.w < deficit ? permits * this.w : deficit;
-    if (owed <= 0n) return;
-    const held = this.levelAt(now);
-    const units = held + owed;
-    [this.level, this.last] = [units < this.capacity ? units : this.capacity, now];
-    const gained = (this.level - held) / this.scale;
-    if (this.wide) this.forgiven++;
-    else if (gained > BigInt(MAX) - this.credited) [this.forgiven, this.credited] = [this.forgiven + 1, 0n];
-    else this.credited += gained;
+    [this.level, this.last] = [this.levelAt(now), now];
+    this.fold(this.level);
+    if (this.receipts.length === 0) return;
+    const later = this.receipts.slice(i);
+    const top = later.reduce((high, r) => (r.high > high ? r.high : high), 0n - this.capacity);
+    const given = permits * this.w < this.capacity - top ? permits * this.w : this.capacity - top;
+    this.level += given;
+    for (const r of later) r.high += given;
+    this.receipts.splice(i, 1);
+    const previous = this.receipts[i - 1];
+    if (previous !== undefined && receipt.high > previous.high) previous.high = receipt.high;
   }
 }
 
 interface BigReceipt {
-  readonly at: bigint;
-  readonly level: bigint;
-  readonly forgiven: number;
-  readonly credited: bigint;
+  high: bigint;
 }
 
 const exact = ({ allowed, remaining, retryAfterMs, resetAfterMs }: Decision): Exact => ({

@@ -51,9 +51,13 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * algorithms +0.67 KB); measured the core 12 648 B, KeyedRateLimiter + TokenBucket 8 766 B built
  * into a limiter; the budgets moved up by as much. Merged with the rest of issue 23 (error messages
  * of the threads and stores), the limiter built from Rule too measured 8 776 B: +0.01 KB.
+ * Issue 24's exact bucket refunds (receipts with the lowest deficit since each outstanding grant,
+ * their wide arithmetic, the plan that flags them, a settle that releases its receipt; the WeakMap
+ * of credited units gone): +255 B core (12 643 -> 12 898 B), +214 B KeyedRateLimiter + TokenBucket
+ * (8 776 -> 8 990 B built into a limiter); the budgets moved up by as much.
  */
-const CORE_BUDGET = 12.36 * 1024;
-const SHAKEN_BUDGET = 8.58 * 1024;
+const CORE_BUDGET = 12.61 * 1024;
+const SHAKEN_BUDGET = 8.79 * 1024;
 
 interface Measured {
   minified: number;
