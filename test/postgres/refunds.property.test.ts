@@ -82,6 +82,18 @@ describe.skipIf(!postgresPort)('exact refunds over PostgreSQL', () => {
     expect(await limiter.peek('k', 0)).toMatchObject({ remaining: before + 1 });
   });
 
+  test.each(['token-bucket', 'fixed-window'] as const)('%s: a call under another rule voids the receipts: a refund after it gives nothing', async (algorithm) => {
+    const clock = new ManualClock(0);
+    const prefix = `${Math.random()}:`;
+    const options = { client: made.pool, schema: made.schema, algorithm, onStoreError: 'deny', clock, prefix } as const;
+    const limiter = new PostgresRateLimiter({ ...options, rule: new Rule(10, 600_000) });
+    const reservation = await limiter.reserve('k', 4);
+    const other = new PostgresRateLimiter({ ...options, rule: new Rule(20, 600_000) });
+    expect(await other.tryAcquire('k', 1)).toMatchObject({ remaining: 15 });
+    await reservation.cancel();
+    expect(await other.peek('k', 0)).toMatchObject({ remaining: 15 });
+  });
+
   for (const algorithm of algorithmNames) {
     test.prop([rules, traces], { numRuns: 40 })(
       `${algorithm}: overlapping reservations settled in any order, plain traffic and charges between, leave the key as the twin that reserved only what each kept`,

@@ -103,6 +103,24 @@ describe.skipIf(!postgresPort)('an upgrade from the previous row layout', () => 
     expect(await limiter.peek('used', 0)).toStrictEqual(twin.peek('used', 0));
   });
 
+  test('several servers upgrading the previous schema at once: each migrate resolves, the table keeps its file and rows', async () => {
+    const other = uniqueSchema('upgrade_many');
+    await pool.query((await readFile(new URL('fixtures/schema-v2.sql', import.meta.url), 'utf8')).replaceAll('__SCHEMA__', `"${other}"`));
+    await pool.query(`INSERT INTO "${other}".ratekeeper_state (key, state, expires_at) VALUES ('up:fixed-window:10/60000:k', '{0,4}', 9000000000000)`);
+    const relfilenode = async () => (await pool.query(`SELECT relfilenode FROM pg_class WHERE oid = to_regclass($1)`, [`"${other}".ratekeeper_state`])).rows[0].relfilenode;
+    const before = await relfilenode();
+    const servers = Array.from({ length: 4 }, () => new pg.Pool({ ...connection(), max: 1 }));
+    try {
+      await Promise.all(servers.map((server) => migrate(server, { schema: other })));
+    } finally {
+      await Promise.all(servers.map((server) => server.end()));
+    }
+    expect(await relfilenode()).toBe(before);
+    const limiter = new PostgresRateLimiter({ client: pool, schema: other, algorithm: 'fixed-window', rule, onStoreError: 'deny', clock: new ManualClock(0), prefix: 'up:' });
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 5 });
+    await pool.query(`DROP SCHEMA "${other}" CASCADE`);
+  });
+
   test('a key the previous version never wrote starts new, and a row of the previous layout sitting at a new row key (another key\'s) is not taken for the key\'s own', async () => {
     const clock = new ManualClock(5_000_000);
     const limiter = new PostgresRateLimiter({ client: pool, schema, algorithm: 'fixed-window', rule, onStoreError: 'deny', clock, prefix: 'other:' });

@@ -84,10 +84,14 @@ const heldBy = (table: string, where: string) => `
  *   included, is charged to a fresh state under the call's (as `KeyedRateLimiter.reconfigure`
  *   carries it, up to the new rule's debt bound); the block stays, the receipts go.
  *
- * `receipts` false leaves them unread (`rcpts` null), for a step that neither reads nor changes them.
+ * On the fast path (a decision) a window's receipts are left unread (`rcpts` null: it neither
+ * reads nor changes them) and a bucket's are folded here (see `fold`).
  */
-const load = (schema: string, codec: Codec, lock: Lock, receipts = true): string => {
+const load = (schema: string, codec: Codec, lock: Lock, path: 'general' | 'fast' = 'general'): string => {
   const table = `${schema}.ratekeeper_state`;
+  // The fast path reads a window's receipts never, a bucket's to fold them; the general path reads them always and folds per operation.
+  const receipts = path === 'general' || codec.deficit !== undefined;
+  const folds = path === 'fast' && codec.deficit !== undefined;
   const write = lock !== 'share';
   const rowLock = { update: ' FOR UPDATE', share: ' FOR SHARE', skip: ' FOR UPDATE SKIP LOCKED' }[lock];
   const legacyLock = { update: ' FOR UPDATE', share: '', skip: ' FOR UPDATE SKIP LOCKED' }[lock];
@@ -97,9 +101,11 @@ const load = (schema: string, codec: Codec, lock: Lock, receipts = true): string
       FROM ${table} WHERE key = k${rowLock};${lock === 'skip' ? heldBy(table, 'key = k') : ''}
     n := floor(extract(epoch FROM clock_timestamp()) * 1000);
     now := coalesce(clk, n);
-    -- One test on the usual path: a live row of ours, counted under the call's rule.
-    IF expires > n AND rl = rule[1] AND rw = rule[2] THEN
-      renew := false;
+    -- One test on the usual path: a live row of ours, counted under the call's rule${folds ? ', no receipt held' : ''}.
+    IF expires > n AND rl = rule[1] AND rw = rule[2]${folds ? ' AND rcpts IS NULL' : ''} THEN
+      renew := false;${folds ? `
+    ELSIF expires > n AND rl = rule[1] AND rw = rule[2] THEN
+      renew := false;${fold(codec)}` : ''}
     ELSIF tid IS NULL OR expires <= n OR rl IS NULL THEN
       renew := true;
       s := NULL;
@@ -210,7 +216,7 @@ const reclaim = (schema: string, count: string): string => `
 /** One `tryAcquire` on `k`, as a loop that ends decided; or, with lock 'skip' and the row held, with a null `answer`. */
 const acquireStep = (schema: string, codec: Codec, lock: Lock): string => `
   LOOP
-    ${load(schema, codec, lock, codec.deficit !== undefined)}${fold(codec)}
+    ${load(schema, codec, lock, 'fast')}
     ${codec.decide.body}${BLOCKED}${store(schema, codec, codec.deficit === undefined ? '' : ', receipts = rcpts')}
   END LOOP;`;
 
