@@ -3,5 +3,6 @@ export { migrate, type MigrateOptions } from './postgres/migrate';
 export type { PostgresRateLimiterOptions } from './postgres/options';
 export type { PostgresAlgorithm } from './postgres/plans';
 export type { PgClient, PostgresClientLike, PostgresJsClient } from './postgres/client';
-export type { StoreErrorPolicy } from './redis/outage-policy';
+export type { StoreErrorPolicy } from './store/outage-policy';
+export type { RuleOf } from './store/store-rate-limiter';
 export { PostgresTimeoutError } from './postgres/timeout-error';

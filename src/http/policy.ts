@@ -2,6 +2,7 @@ import type { Decision } from '../core/decision';
 import { rangeError, typeError } from '../core/errors';
 import { ceilDiv } from '../core/exact';
 import { assertNumber, describe } from '../core/validate';
+import { windowOf } from '../store/decision-window';
 import { assertObject, positiveNumber } from './check';
 import { policyName, sfInteger } from './structured-field';
 
@@ -56,10 +57,12 @@ export function policiesOf(list: readonly PolicyDecision[]): Policy[] {
 /**
  * Reduces one decision to whole numbers: quota and remaining rounded down, times rounded up to
  * seconds, so that a client reading them is never told too much or too early. `at` prefixes the
- * names in error messages (`policies[1].`).
+ * names in error messages (`policies[1].`). A decision of a store limiter whose rule is a function
+ * of the key advertises its own key's window, whatever `windowMs` says: the limiter knows it better.
  */
 export function policyOf(decision: Decision, name: unknown, windowMs: unknown, at: string): Policy {
   assertObject(`\`${at}decision\``, decision);
+  windowMs = windowOf(decision) ?? windowMs;
   const allowed: unknown = decision.allowed;
   if (typeof allowed !== 'boolean') {
     throw typeError(`ratekeeper: \`${at}decision.allowed\` must be a boolean, got ${describe(allowed)}`);

@@ -1,6 +1,7 @@
 import type { Clock } from '../core/clock';
 import type { Rule } from '../core/rule';
-import type { StoreErrorPolicy } from '../redis/outage-policy';
+import type { StoreErrorPolicy } from '../store/outage-policy';
+import type { RuleOf } from '../store/store-rate-limiter';
 import type { PostgresClientLike } from './client';
 import type { PostgresAlgorithm } from './plans';
 
@@ -20,13 +21,17 @@ import type { PostgresAlgorithm } from './plans';
  * };
  * ```
  */
-export interface PostgresRateLimiterOptions {
+export interface PostgresRateLimiterOptions<R extends Rule | RuleOf = Rule> {
   /** A `pg` Pool or Client, or a postgres.js `sql`. */
   client: PostgresClientLike;
   /** Which algorithm decides; each decides exactly as its in-memory twin. */
   algorithm: PostgresAlgorithm;
-  /** How many permits a key may use per window. */
-  rule: Rule;
+  /**
+   * How many permits a key may use per window: one `Rule` for every key, or a function of the key
+   * answering its rule (a tenant's plan), at once or as a promise, called on every call within
+   * `timeoutMs` (see docs/stores.md, "Rules per key").
+   */
+  rule: R | RuleOf;
   /**
    * The outage policy, required so that it is chosen on purpose: `'allow'`, `'deny'`, or a local
    * `RateLimiter` whose decision is used. Degraded decisions say so in `degraded`.
@@ -38,13 +43,22 @@ export interface PostgresRateLimiterOptions {
    */
   schema?: string | undefined;
   /**
-   * Starts every row's key. The full key is `prefix + algorithm + ':' + key` (the row remembers its
-   * rule: limiters with different rules on one prefix share each key's usage, carried over from
-   * rule to rule); past 2000 bytes (UTF-8) it is stored as `sha256/` and its SHA-256 in hex (an
-   * index entry holds at most 2704 bytes).
+   * Starts every row's key. The full key is `prefix + algorithm + ':' + key` (with a `name`,
+   * `prefix + name + ':' + algorithm + ':' + key`): the row remembers its rule, so limiters with
+   * different rules on one prefix share each key's usage, carried over from rule to rule (give them
+   * different `name`s to keep them apart); past 2000 bytes (UTF-8) it is stored as `sha256/` and its
+   * SHA-256 in hex (an index entry holds at most 2704 bytes).
    * @default 'ratekeeper:'
    */
   prefix?: string | undefined;
+  /**
+   * What this limit is for (`'login'`, `'search'`): part of every key, so that two limits with the
+   * same prefix, algorithm and rule keep their own counts. Limiters given the same name (every
+   * server of a fleet, say) share each key's count on purpose. Two limiters on one client whose keys
+   * would meet without a name to say so are reported once with `console.warn`. No U+0000.
+   * @default undefined: no name in the key
+   */
+  name?: string | undefined;
   /**
    * Where time comes from. Omitted, each decision reads the database server's clock after locking
    * its row, so servers with skewed clocks share one limit and time never runs backwards for a
@@ -66,4 +80,11 @@ export interface PostgresRateLimiterOptions {
    * throws is ignored. @default undefined
    */
   onError?: ((error: Error, key: string) => void) | undefined;
+  /**
+   * Answers a key known to be refused until time T locally, without a round trip, as
+   * `RedisRateLimiter`'s `refusalCache` does: until T or for `maxMs` after the refused call was
+   * sent, whichever comes first. `true` remembers up to 10,000 keys for up to 1000 ms each.
+   * @default false
+   */
+  refusalCache?: boolean | { maxKeys?: number | undefined; maxMs?: number | undefined } | undefined;
 }

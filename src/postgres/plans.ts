@@ -1,4 +1,4 @@
-import type { RedisAlgorithm } from '../redis/scripts';
+import type { StoreAlgorithm } from '../store/engine';
 import type { Codec } from './sql/codec';
 import { fixedWindow } from './sql/fixed-window';
 import { slidingWindowCounter } from './sql/sliding-window-counter';
@@ -15,7 +15,7 @@ import { tokenBucket } from './sql/token-bucket';
  * const algorithm: PostgresAlgorithm = 'sliding-window-counter';
  * ```
  */
-export type PostgresAlgorithm = RedisAlgorithm;
+export type PostgresAlgorithm = StoreAlgorithm;
 
 /** The codec each algorithm name decides with: the leaky bucket is the token bucket's law. */
 export const codecs: Readonly<Record<PostgresAlgorithm, Codec>> = {

@@ -1,5 +1,6 @@
 import type { Rule } from '../core/rule';
 import { expirySlackMs } from '../store/constants';
+import { ruleFreeNamespace } from '../store/keys';
 import { quotedSchema } from './migrate';
 import { codecs, type PostgresAlgorithm } from './plans';
 import { decideFunction, manyKeysFunction, oneKeyFunction } from './sql/shell';
@@ -35,12 +36,12 @@ export function statements(schema: string | undefined, algorithm: PostgresAlgori
 
 /**
  * What starts a key's row key: `prefix + (name + ':')? + algorithm + ':'` (the key follows); and
- * what started it in the previous version, `prefix + algorithm + ':'`, which the rule and the key
- * followed (`limit + '/' + windowMs + ':' + key`, written by the SQL): a key's first call reads
- * that row and adopts it.
+ * what started it in the previous version, `prefix + algorithm + ':'` (PostgreSQL had no `name`),
+ * which the rule and the key followed (`limit + '/' + windowMs + ':' + key`, written by the SQL): a
+ * key's first call reads that row and adopts it.
  */
 export function rowKeyHeads(prefix: string, algorithm: PostgresAlgorithm, name?: string): { readonly head: string; readonly legacy: string } {
-  return { head: `${prefix}${name === undefined ? '' : `${name}:`}${algorithm}:`, legacy: `${prefix}${algorithm}:` };
+  return { head: ruleFreeNamespace(prefix, name, algorithm), legacy: ruleFreeNamespace(prefix, undefined, algorithm) };
 }
 
 /** A rule as the SQL reads it, an array literal: its codec's numbers, then the expiry slack. */
@@ -58,10 +59,11 @@ export interface SentCall {
   readonly rule: string;
 }
 
-type Heads = ReturnType<typeof rowKeyHeads>;
+/** What starts a limiter's row keys, now and in the previous version (see {@link rowKeyHeads}). */
+export type RowKeyHeads = ReturnType<typeof rowKeyHeads>;
 
 /** The parameters of {@link Statements.oneKey}. */
-export function oneKeyParams({ head, legacy }: Heads, call: SentCall): unknown[] {
+export function oneKeyParams({ head, legacy }: RowKeyHeads, call: SentCall): unknown[] {
   return [head, legacy, call.key, call.permits, call.now ?? null, call.rule];
 }
 
@@ -69,7 +71,7 @@ export function oneKeyParams({ head, legacy }: Heads, call: SentCall): unknown[]
  * The parameters of {@link Statements.manyKeys}: the calls' rule once when they share it (the
  * usual batch), else each call's in turn. The clock readings are all the caller's or none.
  */
-export function manyKeysParams({ head, legacy }: Heads, calls: readonly SentCall[]): unknown[] {
+export function manyKeysParams({ head, legacy }: RowKeyHeads, calls: readonly SentCall[]): unknown[] {
   const [first] = calls;
   const shared = calls.every((call) => call.rule === first!.rule);
   const rules = shared ? first!.rule : `{${calls.map((call) => call.rule.slice(1, -1)).join(',')}}`;
@@ -84,7 +86,7 @@ export type Operation = 'peek' | 'charge' | 'reserve' | 'refund' | 'block' | 're
  * The parameters of {@link Statements.decide} for one operation on one key: `call.permits` is a
  * block's duration for 'block'; `receipt` the reservation's id for 'reserve' and 'refund'.
  */
-export function operationParams({ head, legacy }: Heads, op: Operation, call: SentCall, receipt: number | null): unknown[] {
+export function operationParams({ head, legacy }: RowKeyHeads, op: Operation, call: SentCall, receipt: number | null): unknown[] {
   return [head, legacy, textArray([call]), `{${call.permits}}`, call.now === undefined ? null : `{${call.now}}`, call.rule, op, receipt];
 }
 

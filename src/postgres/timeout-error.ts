@@ -1,3 +1,5 @@
+import { StoreTimeoutError } from '../store/timeout';
+
 /**
  * The error an outage hook receives when PostgreSQL did not answer within `timeoutMs`; the decision
  * is then marked `degraded: 'store-timeout'`. Tell it by its `code`, which holds across the ESM and
@@ -14,15 +16,14 @@
  * };
  * ```
  */
-export class PostgresTimeoutError extends Error {
+export class PostgresTimeoutError extends StoreTimeoutError {
   override readonly name = 'PostgresTimeoutError';
-  readonly code = 'ERR_RATEKEEPER_STORE_TIMEOUT';
-  /** The bound that was exceeded. */
-  readonly timeoutMs: number;
 
-  /** @param cause the server's own error, when its `lock_timeout` ended the wait first. */
-  constructor(timeoutMs: number, cause?: unknown) {
-    super(`ratekeeper: PostgreSQL did not answer within ${timeoutMs} ms`, cause === undefined ? undefined : { cause });
-    this.timeoutMs = timeoutMs;
+  /**
+   * @param cause the server's own error, when its `lock_timeout` ended the wait first.
+   * @param what what did not answer, when not the database (a fallback limiter, a rule function).
+   */
+  constructor(timeoutMs: number, cause?: unknown, what = 'PostgreSQL') {
+    super(timeoutMs, what, cause);
   }
 }

@@ -1,10 +1,10 @@
 import type { Decision } from '../core/decision';
 import { type RedisScriptClient, runScript } from './client';
-import type { InFlight } from './coalescer';
-import type { RefusalCache } from './refusal-cache';
+import type { Flight as InFlight } from '../store/coalescer';
+import type { RefusalCache } from '../store/refusal-cache';
 import { readReply } from './reply';
 import type { ScriptPlan } from './scripts';
-import type { Bounded } from './timeout';
+import type { Bounded } from '../store/timeout';
 
 /** One decision on its way to Redis, from the moment it was asked for until it is answered. */
 export interface Call extends Bounded {

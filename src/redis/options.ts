@@ -1,7 +1,8 @@
 import type { Clock } from '../core/clock';
 import type { Rule } from '../core/rule';
 import type { RedisClientLike } from './client';
-import type { StoreErrorPolicy } from './outage-policy';
+import type { StoreErrorPolicy } from '../store/outage-policy';
+import type { RuleOf } from '../store/store-rate-limiter';
 import type { RedisAlgorithm } from './scripts';
 
 /**
@@ -20,13 +21,17 @@ import type { RedisAlgorithm } from './scripts';
  * };
  * ```
  */
-export interface RedisRateLimiterOptions {
+export interface RedisRateLimiterOptions<R extends Rule | RuleOf = Rule> {
   /** An ioredis (or iovalkey) client or cluster, a node-redis client or cluster, a Valkey GLIDE client or cluster client, or a {@link RedisScriptClient} such as `@upstash/redis`. */
   client: RedisClientLike;
   /** Which algorithm decides; each decides exactly as its in-memory twin. */
   algorithm: RedisAlgorithm;
-  /** How many permits a key may use per window. */
-  rule: Rule;
+  /**
+   * How many permits a key may use per window: one `Rule` for every key, or a function of the key
+   * answering its rule (a tenant's plan), at once or as a promise, called on every call within
+   * `timeoutMs` (see docs/stores.md, "Rules per key").
+   */
+  rule: R | RuleOf;
   /**
    * The outage policy, required so that it is chosen on purpose: `'allow'`, `'deny'`, or a local
    * `RateLimiter` whose decision is used. Degraded decisions say so in `degraded`.

@@ -3,28 +3,6 @@ import { coded } from '../core/errors';
 import { describe } from '../core/validate';
 
 /**
- * Checks a PostgreSQL reply for `count` decisions (the Redis scripts' replies are read by
- * {@link readReply}): three finite numbers each (remaining,
- * retryAfterMs, resetAfterMs), so that a wrongly wired adapter or a foreign script is a store
- * error rather than a wrong answer.
- */
-export function checkReply(reply: unknown, count: number, store = 'Redis'): number[] {
-  if (Array.isArray(reply) && reply.length === 3 * count) {
-    const numbers = reply.map(Number);
-    if (numbers.every(Number.isFinite)) return numbers;
-  }
-  throw coded(new Error(`ratekeeper: unexpected reply from ${store}: ${describe(reply)}`), 'ERR_RATEKEEPER_STORE_REPLY');
-}
-
-/** The `index`-th decision of a checked reply; a refusal always waits at least 1 ms, so 0 marks an allowance. */
-export function toDecision(numbers: readonly number[], index: number, limit: number): Decision {
-  const remaining = numbers[3 * index]!;
-  const retryAfterMs = numbers[3 * index + 1]!;
-  const resetAfterMs = numbers[3 * index + 2]!;
-  return retryAfterMs === 0 ? allow(limit, remaining, resetAfterMs) : reject(limit, remaining, retryAfterMs, resetAfterMs);
-}
-
-/**
  * Reads a script's reply for `count` decisions: one string per decision, `A remaining
  * resetAfterMs`, `R remaining retryAfterMs resetAfterMs` or `E message` (see batchScript). Each
  * entry becomes its decision, or the error of its own key. A reply of any other shape (a wrongly

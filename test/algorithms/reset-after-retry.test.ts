@@ -5,7 +5,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { Composite, KeyedRateLimiter, ManualScheduler, Rule, SlidingWindowLog, type AccountingAlgorithm, type Decision, type Reservation } from '../../src/index';
-import { outagePolicy, peekOutagePolicy } from '../../src/redis/outage-policy';
+import { outagePolicy, peekOutagePolicy } from '../../src/store/outage-policy';
 import { algorithms, composites } from '../support/algorithms';
 
 const MAX = Number.MAX_SAFE_INTEGER;
@@ -131,9 +131,9 @@ describe('every decision a limiter answers, degraded ones included', () => {
         peek: () => answer,
       };
       const policy = kind === 'allow' || kind === 'deny' ? kind : fallback;
-      const context = { rule, timeoutMs: 100, report: () => {} };
+      const context = { timeoutMs: 100, report: () => {}, timeoutError: (ms: number) => new Error(`${ms}`) };
       const decide = peeking ? peekOutagePolicy(policy, context) : outagePolicy(policy, context);
-      expectOrdered(await decide(new Error('store down'), 'k', peeking ? permits : Math.max(1, permits)), `${kind} ${JSON.stringify(answer)}`);
+      expectOrdered(await decide(new Error('store down'), 'k', peeking ? permits : Math.max(1, permits), rule), `${kind} ${JSON.stringify(answer)}`);
     },
   );
 });

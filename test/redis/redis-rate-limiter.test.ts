@@ -40,7 +40,7 @@ describe.skipIf(!redisPort)('RedisRateLimiter', () => {
       'algorithm unknown',
       fails({ algorithm: 'gcra' }, TypeError, 'ratekeeper: `algorithm` must be one of \'token-bucket\', \'leaky-bucket\', \'fixed-window\', \'sliding-window-log\', \'sliding-window-counter\', got "gcra"'),
     );
-    test('rule missing', fails({ rule: undefined }, TypeError, 'ratekeeper: `rule` must be a Rule, e.g. Rule.perSecond(10), got undefined'));
+    test('rule missing', fails({ rule: undefined }, TypeError, 'ratekeeper: `rule` must be a Rule, e.g. Rule.perSecond(10), or a function of the key, got undefined'));
     test('rule with a bad limit', fails({ rule: { limit: 0, windowMs: 1000 } }, RangeError, 'ratekeeper: `limit` must be a safe integer of at least 1, got 0'));
     test('client of no known shape', fails({ client: { get() {} } }, TypeError, 'ratekeeper: `client` must be an ioredis, node-redis or Valkey GLIDE client, or an object with evalsha(sha1, keys, args) and eval(script, keys, args), got an object'));
     test('timeoutMs zero', fails({ timeoutMs: 0 }, RangeError, 'ratekeeper: `timeoutMs` must be an integer from 1 to 2147483647, or Infinity, got 0'));

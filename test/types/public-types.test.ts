@@ -178,3 +178,21 @@ describe('options under exactOptionalPropertyTypes', () => {
     expect(new KeyedRateLimiter(options).acquire('k', 1, wait)).toBeInstanceOf(Promise);
   });
 });
+
+describe('store limiters: rule is a Rule or a function of the key', () => {
+  it('a fixed Rule keeps `limiter.rule.limit` typed; a function (unannotated key) types `limiter.rule` as that function', async () => {
+    const { RedisRateLimiter } = await import('../../src/redis');
+    const { PostgresRateLimiter } = await import('../../src/postgres');
+    const client = { evalsha: async () => [], eval: async () => [] };
+    const fixed = new RedisRateLimiter({ client, algorithm: 'token-bucket', rule: Rule.perSecond(3), onStoreError: 'deny' });
+    expectTypeOf(fixed.rule).toEqualTypeOf<Rule>();
+    expectTypeOf(fixed.rule.limit).toEqualTypeOf<number>();
+    const perKey = new RedisRateLimiter({ client, algorithm: 'token-bucket', rule: async (key) => (key.startsWith('pro') ? Rule.perSecond(30) : rule), onStoreError: 'deny', prefix: 'types:' });
+    expectTypeOf(perKey.rule).toEqualTypeOf<(key: string) => Promise<Rule>>();
+    expectTypeOf(perKey.toJSON().rule).toEqualTypeOf<'per key'>();
+    const pg = { query: async () => ({ rows: [] }) };
+    const postgres = new PostgresRateLimiter({ client: pg, algorithm: 'fixed-window', rule: (key) => (key === 'a' ? rule : Rule.perMinute(1)), onStoreError: 'allow', name: 'types' });
+    expectTypeOf(postgres.rule).toEqualTypeOf<(key: string) => Rule>();
+    expect(perKey.rule).toBeTypeOf('function');
+  });
+});

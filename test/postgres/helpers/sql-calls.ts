@@ -3,7 +3,7 @@ import { toQuery } from '../../../src/postgres/client';
 import type { PostgresAlgorithm } from '../../../src/postgres/plans';
 import { manyKeysParams, oneKeyParams, operationParams, type Operation, replyNumbers, rowKeyHeads, ruleNumbers, statements } from '../../../src/postgres/protocol';
 import type { PostgresClientLike } from '../../../src/postgres';
-import { toDecision } from '../../../src/redis/reply';
+import { toDecision } from '../../../src/store/reply';
 
 /**
  * The SQL of one algorithm called directly through src/postgres/protocol.ts, each call under the

@@ -1,3 +1,11 @@
+/** Calls of one group may share a batch: a hash slot on a Redis Cluster, and under rules per key a rule too. */
+export type Group = number | string;
+
+/** A batch's turn in its round: the sender calls {@link release} once the batch is answered (any number of times). */
+export interface Flight {
+  release(): void;
+}
+
 /** What the coalescer needs of a call: whether it already has its answer (say, from its timeout). */
 export interface Waiting {
   readonly answered: boolean;
@@ -28,11 +36,11 @@ export interface Waiting {
  * (its timeout passed) is not sent: it would spend permits for an answer nobody reads.
  */
 export class Coalescer<T extends Waiting> {
-  readonly #send: (batch: T[], flight: InFlight) => void;
+  readonly #send: (batch: T[], flight: Flight) => void;
   readonly #maxBatch: number;
   readonly #fullGoesAtOnce: boolean;
   /** Calls not yet sent, by group, in the order made. */
-  readonly #waiting = new Map<number, T[]>();
+  readonly #waiting = new Map<Group, T[]>();
   #inFlight = false;
   #scheduled = false;
 
@@ -41,13 +49,13 @@ export class Coalescer<T extends Waiting> {
    * batch goes beside the round, when batches sent apart still reach the store in order (one
    * connection, or an order kept by the sender); otherwise it waits for the round like the rest.
    */
-  constructor(send: (batch: T[], flight: InFlight) => void, maxBatch: number, fullGoesAtOnce: boolean) {
+  constructor(send: (batch: T[], flight: Flight) => void, maxBatch: number, fullGoesAtOnce: boolean) {
     this.#send = send;
     this.#maxBatch = maxBatch;
     this.#fullGoesAtOnce = fullGoesAtOnce;
   }
 
-  add(call: T, group: number): void {
+  add(call: T, group: Group): void {
     let waiting = this.#waiting.get(group);
     if (waiting === undefined) this.#waiting.set(group, (waiting = []));
     waiting.push(call);
@@ -110,7 +118,7 @@ class Round {
 }
 
 /** One batch in flight; {@link release} ends its turn, once, however often it is called. */
-export class InFlight {
+export class InFlight implements Flight {
   readonly #round: Round | undefined;
   #released = false;
 

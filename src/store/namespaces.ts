@@ -20,14 +20,14 @@ interface Claim {
 }
 
 /** Records that a limiter on `client` uses `namespace` (`named` when a `name` was given), reporting an overlap once. */
-export function claimNamespace(client: object, namespace: string, named: boolean, warn: (message: string) => void): void {
+export function claimNamespace(client: object, namespace: string, named: boolean, limiter: string, warn: (message: string) => void): void {
   let namespaces = claimed.get(client);
   if (namespaces === undefined) claimed.set(client, (namespaces = new Map()));
   const same = namespaces.get(namespace);
   if (same !== undefined) {
     if (!(named && same.named) && !same.reported) {
       same.reported = true;
-      warn(shared(namespace));
+      warn(shared(namespace, limiter));
     }
     return;
   }
@@ -37,7 +37,7 @@ export function claimNamespace(client: object, namespace: string, named: boolean
     const [outer, inner] = other.length < namespace.length ? [other, namespace] : [namespace, other];
     claim.reported = otherClaim.reported = true;
     warn(
-      `ratekeeper: the keys of the RedisRateLimiter under ${JSON.stringify(inner)} are also keys of the one under ${JSON.stringify(outer)}, ` +
+      `ratekeeper: the keys of the ${limiter} under ${JSON.stringify(inner)} are also keys of the one under ${JSON.stringify(outer)}, ` +
         "so a key chosen to match can spend the other's counts. Give them prefixes (or names) where neither starts with the other.",
     );
     break;
@@ -45,9 +45,9 @@ export function claimNamespace(client: object, namespace: string, named: boolean
   namespaces.set(namespace, claim);
 }
 
-function shared(namespace: string): string {
+function shared(namespace: string, limiter: string): string {
   return (
-    `ratekeeper: two RedisRateLimiters on one client count under ${JSON.stringify(namespace)} (the same prefix, algorithm and rule), so they share every key's count. ` +
+    `ratekeeper: two ${limiter}s on one client count under ${JSON.stringify(namespace)} (the same prefix, algorithm and rule), so they share every key's count. ` +
     'If they limit different things, give each its own `name`; to share on purpose, give both the same `name`.'
   );
 }

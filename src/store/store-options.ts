@@ -1,7 +1,8 @@
 import type { Clock } from '../core/clock';
 import { Rule } from '../core/rule';
 import { coded, rangeError, typeError } from '../core/errors';
-import { describe } from '../core/validate';
+import { checkString, describe, integerIn } from '../core/validate';
+import { RefusalCache } from './refusal-cache';
 
 // The options every store-backed limiter (Redis, PostgreSQL) reads alike, checked alike.
 
@@ -11,7 +12,7 @@ import { describe } from '../core/validate';
  */
 export function toRule(rule: unknown): Rule {
   if (rule === null || typeof rule !== 'object') {
-    throw typeError(`ratekeeper: \`rule\` must be a Rule, e.g. Rule.perSecond(10), got ${describe(rule)}`);
+    throw typeError(`ratekeeper: \`rule\` must be a Rule, e.g. Rule.perSecond(10), or a function of the key, got ${describe(rule)}`);
   }
   const { limit, windowMs } = rule as Rule;
   return new Rule(limit, windowMs);
@@ -37,10 +38,32 @@ export function checkStoreOptions(clock: unknown, timeoutMs: unknown, onError: u
  * `cause`, in an error naming the `store`), so `error.message` always reads; a failing hook must not turn a policy decision into a
  * failed request.
  */
-export function report(onError: ((error: Error, key: string) => void) | undefined, error: unknown, key: string, store = 'Redis'): void {
+export function report(onError: ((error: Error, key: string) => void) | undefined, error: unknown, key: string, store: string): void {
   try {
     onError?.(error instanceof Error ? error : coded(new Error(`ratekeeper: the ${store} client failed with ${String(error)}`, { cause: error }), 'ERR_RATEKEEPER_STORE_ERROR'), key);
   } catch {
     // Ignored, as documented.
   }
+}
+
+/** Checks a limiter's `name`: undefined, or a non-empty string of well-formed UTF-16. */
+export function checkName(name: unknown): asserts name is string | undefined {
+  if (name === undefined) return;
+  checkString('name', name);
+  if (name === '') throw typeError('ratekeeper: `name` must be a non-empty string, got ""');
+}
+
+/** The refusal cache's bounds when `true` (or an object) leaves them out. */
+const REFUSAL_CACHE_KEYS = 10_000;
+const REFUSAL_CACHE_MS = 1000;
+
+/** The refusal cache `option` asks for (`false`: none), checked. */
+export function refusalCacheFor(option: unknown): RefusalCache | undefined {
+  if (option === false) return undefined;
+  if (option === true) return new RefusalCache(REFUSAL_CACHE_KEYS, REFUSAL_CACHE_MS);
+  if (option !== null && typeof option === 'object' && !Array.isArray(option)) {
+    const { maxKeys = REFUSAL_CACHE_KEYS, maxMs = REFUSAL_CACHE_MS } = option as { maxKeys?: unknown; maxMs?: unknown };
+    return new RefusalCache(integerIn('refusalCache.maxKeys', maxKeys, 1, Number.MAX_SAFE_INTEGER), integerIn('refusalCache.maxMs', maxMs, 1, Number.MAX_SAFE_INTEGER));
+  }
+  throw typeError(`ratekeeper: \`refusalCache\` must be true, false or { maxKeys?, maxMs? }, got ${describe(option)}`);
 }

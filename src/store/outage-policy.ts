@@ -5,10 +5,9 @@ import { mulDivCeil } from '../core/exact';
 import type { Rule } from '../core/rule';
 import { describe } from '../core/validate';
 import type { AsyncRateLimiter, RateLimiter } from '../limiter/keyed-rate-limiter';
-import { RedisTimeoutError } from './timeout';
 
 /**
- * What to answer while Redis fails or does not answer in time:
+ * What to answer while the store (Redis, PostgreSQL) fails or does not answer in time:
  * - `'allow'` (fail open): allowed, as a key never used would be;
  * - `'deny'` (fail closed): refused, as an exhausted token bucket would be, so `retryAfterMs` is
  *   the time the rule takes to earn the permits;
@@ -29,12 +28,16 @@ export type StoreErrorPolicy = 'allow' | 'deny' | RateLimiter | AsyncRateLimiter
 
 /** What a limiter's outage policy needs besides the policy itself. */
 export interface OutageContext {
-  readonly rule: Rule;
   /** How long an async fallback limiter may take to answer. */
   readonly timeoutMs: number;
   /** Hears a fallback limiter's own failure, after the store's error was reported. */
   readonly report: (error: unknown, key: string) => void;
+  /** The store's timeout error, for a fallback limiter that took longer than `timeoutMs`. */
+  readonly timeoutError: (timeoutMs: number, what: string) => Error;
 }
+
+/** Answers one failed call of `permits` on `key`, whose rule is `rule` (see {@link outagePolicy}). */
+export type Outage = (error: unknown, key: string, permits: number, rule: Rule) => Decision | Promise<Decision>;
 
 /**
  * Checks the policy once and returns the function that applies it to a failed call. It never
@@ -44,20 +47,20 @@ export interface OutageContext {
  * fallback was chosen to hold a limit, so its failure must not open it). A store's timeout error
  * (Redis's, PostgreSQL's) is told from its other failures by its code.
  */
-export function outagePolicy(policy: unknown, { rule, timeoutMs, report }: OutageContext): (error: unknown, key: string, permits: number) => Decision | Promise<Decision> {
-  const { limit, windowMs } = rule;
-  const reason = (error: unknown) => ((error as Partial<RedisTimeoutError> | null)?.code === 'ERR_RATEKEEPER_STORE_TIMEOUT' ? 'store-timeout' : 'store-error');
-  const deny = (error: unknown, permits: number) => degrade(reject(limit, 0, mulDivCeil(permits, windowMs, limit), Math.ceil(windowMs)), reason(error));
+export function outagePolicy(policy: unknown, { timeoutMs, report, timeoutError }: OutageContext): Outage {
+  const reason = (error: unknown) => ((error as { code?: unknown } | null)?.code === 'ERR_RATEKEEPER_STORE_TIMEOUT' ? 'store-timeout' : 'store-error');
+  const deny = (error: unknown, permits: number, { limit, windowMs }: Rule) =>
+    degrade(reject(limit, 0, mulDivCeil(permits, windowMs, limit), windowMs), reason(error));
   if (policy === 'allow') {
-    return (error, _key, permits) => degrade(allow(limit, limit - permits, mulDivCeil(permits, windowMs, limit)), reason(error));
+    return (error, _key, permits, { limit, windowMs }) => degrade(allow(limit, limit - permits, mulDivCeil(permits, windowMs, limit)), reason(error));
   }
-  if (policy === 'deny') return (error, _key, permits) => deny(error, permits);
+  if (policy === 'deny') return (error, _key, permits, rule) => deny(error, permits, rule);
   if (policy !== null && typeof policy === 'object' && typeof (policy as RateLimiter).tryAcquire === 'function') {
     const fallback = policy as RateLimiter | AsyncRateLimiter;
-    return (error, key, permits) => {
+    return (error, key, permits, rule) => {
       const failed = (fallbackError: unknown) => {
         report(fallbackError, key);
-        return deny(error, permits);
+        return deny(error, permits, rule);
       };
       const checked = (decision: unknown) => (isDecision(decision) ? degrade(decision, reason(error)) : failed(notADecision(decision)));
       let answer: unknown;
@@ -76,7 +79,7 @@ export function outagePolicy(policy: unknown, { rule, timeoutMs, report }: Outag
           clearTimeout(timer);
           resolve(answer());
         };
-        const timer = timeoutMs === Infinity ? undefined : setTimeout(() => settle(() => failed(new RedisTimeoutError(timeoutMs, 'the fallback limiter'))), timeoutMs);
+        const timer = timeoutMs === Infinity ? undefined : setTimeout(() => settle(() => failed(timeoutError(timeoutMs, 'the fallback limiter'))), timeoutMs);
         (timer as { unref?: () => void } | undefined)?.unref?.();
         Promise.resolve(answer).then(
           (decision) => settle(() => checked(decision)),
@@ -97,12 +100,12 @@ export function outagePolicy(policy: unknown, { rule, timeoutMs, report }: Outag
  * of one permit, read as the state now: never refused, since no block is known, and under
  * `'deny'` with none left. Built after `outagePolicy` has checked `policy`.
  */
-export function peekOutagePolicy(policy: unknown, context: OutageContext): (error: unknown, key: string, permits: number) => Decision | Promise<Decision> {
+export function peekOutagePolicy(policy: unknown, context: OutageContext): Outage {
   if (policy === 'allow' || policy === 'deny') {
     const answer = outagePolicy(policy, context);
-    return (error, key, permits) => {
-      if (permits > 0) return answer(error, key, permits);
-      const one = answer(error, key, 1) as Decision; // 'allow' and 'deny' answer at once
+    return (error, key, permits, rule) => {
+      if (permits > 0) return answer(error, key, permits, rule);
+      const one = answer(error, key, 1, rule) as Decision; // 'allow' and 'deny' answer at once
       return one.allowed ? one : degrade(stateNow(one), one.degraded ?? 'store-error');
     };
   }

@@ -1,0 +1,80 @@
+import type { Decision } from '../core/decision';
+import type { Rule } from '../core/rule';
+import type { Flight } from './coalescer';
+import type { Bounded } from './timeout';
+
+/**
+ * The algorithms every store runs, named as in memory: `'token-bucket'` is `TokenBucket`, and so on
+ * (`RedisAlgorithm` and `PostgresAlgorithm` are this).
+ */
+export type StoreAlgorithm = 'token-bucket' | 'leaky-bucket' | 'fixed-window' | 'sliding-window-log' | 'sliding-window-counter';
+
+/** What a call asks of a key: a decision (`tryAcquire`), or one of the key operations. */
+export type Operation = 'decide' | 'peek' | 'charge' | 'reserve' | 'refund' | 'block' | 'reset';
+
+/**
+ * One call on one key, as the store layer hands it to an engine: everything the engine needs to
+ * send it, and the two ways to answer it. The layer has checked the key, the permits and the
+ * rule; the engine only sends, reads the reply, and answers each call once.
+ */
+export interface StoreCall extends Bounded {
+  readonly op: Operation;
+  /** The caller's key (for the outage hook); the engine sends {@link storeKey}. */
+  readonly key: string;
+  /** The key in the store, built by storeNamespace from the call's rule. */
+  readonly storeKey: string;
+  /** The key's rule for this call: a function of the key may give each key (and each call) its own. */
+  readonly rule: Rule;
+  /** Permits (a decision, peek, charge, reservation or refund), or a block's duration in ms. */
+  readonly amount: number;
+  /** The caller's clock reading, or undefined when the store's clock decides. */
+  readonly now: number | undefined;
+  /** A refund's receipt, as the engine gave it with the reservation's answer. */
+  readonly receipt: unknown;
+  /** The engine's own note on the call once sent (say, the script call it went in); the layer never reads it. */
+  sent: unknown;
+  /**
+   * The store's answer: the decision (none for `block` and `reset`), and a granted reservation's
+   * receipt. Ignored once the call is answered (its timeout came first).
+   */
+  answer(decision: Decision | undefined, receipt?: unknown): void;
+  /**
+   * The store failed this call: a decision, peek or reservation is answered by the outage policy,
+   * any other operation rejects with `error`. Ignored once the call is answered.
+   */
+  fail(error: unknown): void;
+}
+
+/**
+ * A store (Redis, PostgreSQL) under the store layer: it sends batches of calls on keys and answers
+ * each call. Everything else (checking, rules, the outage policy, timeouts, batching, the refusal
+ * cache, waiting) is the layer's, written once.
+ */
+export interface StoreEngine {
+  /** The store's name in messages: `'Redis'`, `'PostgreSQL'`. */
+  readonly store: string;
+  /** The most calls one batch carries. */
+  readonly maxBatch: number;
+  /** Whether batches sent apart still reach the store in order (then a full batch goes beside the round). */
+  readonly ordered: boolean;
+  /**
+   * Whether key operations travel through the batches, in their turn among the calls on their key;
+   * otherwise each is sent alone at once (Redis: `await` orders them).
+   */
+  readonly batchesOperations: boolean;
+  /** @throws TypeError for a key this store cannot hold (beyond what every store checks). */
+  checkKey(key: string): void;
+  /** The batch group of a store key: calls of one group may share a batch (a hash slot on a Redis Cluster). */
+  group(storeKey: string): number;
+  /**
+   * Sends `calls`: decisions of one group and one rule, or one key operation (or, when operations
+   * are batched, calls of one rule); `flight.release()` once answered.
+   */
+  send(calls: StoreCall[], flight: Flight): void;
+  /** A call sent (or held) was answered by its timeout: let go of what it holds back. */
+  timedOut(call: StoreCall): void;
+  /** The store's timeout error (`what` did not answer: the store by default, or a fallback limiter, a rule function). */
+  timeoutError(timeoutMs: number, what?: string): Error;
+  /** True once the client can never answer again: a refused waiter then ends with a `ClosedError`. */
+  clientClosed(): boolean;
+}

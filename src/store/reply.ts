@@ -1,0 +1,24 @@
+import { allow, type Decision, reject } from '../core/decision';
+import { coded } from '../core/errors';
+import { describe } from '../core/validate';
+
+/**
+ * Checks a reply of numbers for `count` decisions: three finite numbers each (remaining,
+ * retryAfterMs, resetAfterMs), so that a wrongly wired adapter or a foreign script is a store
+ * error rather than a wrong answer.
+ */
+export function checkReply(reply: unknown, count: number, store: string): number[] {
+  if (Array.isArray(reply) && reply.length === 3 * count) {
+    const numbers = reply.map(Number);
+    if (numbers.every(Number.isFinite)) return numbers;
+  }
+  throw coded(new Error(`ratekeeper: unexpected reply from ${store}: ${describe(reply)}`), 'ERR_RATEKEEPER_STORE_REPLY');
+}
+
+/** The `index`-th decision of a checked reply; a refusal always waits at least 1 ms, so 0 marks an allowance. */
+export function toDecision(numbers: readonly number[], index: number, limit: number): Decision {
+  const remaining = numbers[3 * index]!;
+  const retryAfterMs = numbers[3 * index + 1]!;
+  const resetAfterMs = numbers[3 * index + 2]!;
+  return retryAfterMs === 0 ? allow(limit, remaining, resetAfterMs) : reject(limit, remaining, retryAfterMs, resetAfterMs);
+}

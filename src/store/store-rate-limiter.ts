@@ -1,0 +1,627 @@
+import { checkCharge } from '../algorithms/accounting';
+import { type Clock, systemClock } from '../core/clock';
+import type { Decision } from '../core/decision';
+import { ClosedError, rangeError } from '../core/errors';
+import { Rule, sharedPerRule } from '../core/rule';
+import { Closable } from '../core/symbols';
+import { checkPermits, describe, integerIn } from '../core/validate';
+import type { AcquireOptions } from '../limiter/acquire-options';
+import { MAX_BLOCK_MS } from '../limiter/key-blocks';
+import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
+import { AsyncKeyReservation, type AsyncReservation } from '../limiter/reservation';
+import { schedulerFor, systemScheduler } from '../limiter/scheduler';
+import { WaitQueue } from '../limiter/wait-queue';
+import { Coalescer, InFlight } from './coalescer';
+import { MAX_SAFE } from './constants';
+import { noteWindow } from './decision-window';
+import type { Operation, StoreCall, StoreEngine } from './engine';
+import { storeNamespace } from './keys';
+import { type Outage, outagePolicy, peekOutagePolicy, type StoreErrorPolicy } from './outage-policy';
+import type { RefusalCache } from './refusal-cache';
+import { checkStoreOptions, refusalCacheFor, report, toRule } from './store-options';
+import { CallTimeouts } from './timeout';
+
+/**
+ * A rule chosen per key: called with the key on every call, it answers the key's rule (a tenant's
+ * plan, say), at once or as a promise.
+ *
+ * @example
+ * ```ts
+ * import { Rule } from 'ratekeeper';
+ * import type { RuleOf } from 'ratekeeper/redis';
+ * const plans = { free: Rule.perMinute(60), pro: Rule.perMinute(6000) };
+ * const rule: RuleOf = (key) => (key.startsWith('pro:') ? plans.pro : plans.free);
+ * ```
+ */
+export type RuleOf = (key: string) => Rule | Promise<Rule>;
+
+/** What the store layer reads of a limiter's options (each store adds its own). */
+export interface StoreLimiterOptions<R extends Rule | RuleOf> {
+  readonly algorithm: string;
+  readonly rule: R;
+  readonly onStoreError: StoreErrorPolicy;
+  readonly prefix: string;
+  readonly name: string | undefined;
+  readonly clock: Clock | undefined;
+  readonly timeoutMs: number;
+  readonly onError: ((error: Error, key: string) => void) | undefined;
+  readonly refusalCache: unknown;
+  readonly batch: boolean;
+}
+
+/** How `toJSON` shows a limiter's rule: the `Rule`, or `'per key'` when a function chooses it. */
+export type RuleSummary<R> = R extends Rule ? Rule : 'per key';
+
+/** The flight of a call sent alone, which holds no other call back. */
+const ALONE = new InFlight();
+
+/**
+ * One call on its way: built by the layer, answered once by the engine, the outage policy, the
+ * call's timeout, or a failed rule lookup. While its key's rule is being looked up, `rule` is
+ * undefined and `storeKey` empty.
+ */
+class Call implements StoreCall {
+  readonly op: Operation;
+  readonly key: string;
+  storeKey = '';
+  rule: Rule = UNKNOWN;
+  readonly amount: number;
+  readonly now: number | undefined;
+  /** The local time the refusal cache dates its entries by (the clock's, or the system's). */
+  readonly reading: number;
+  /** A refund's receipt going out; a granted reservation's coming back. */
+  receipt: unknown;
+  readonly deadline: number;
+  answered = false;
+  /** Handed to the engine (batched or sent): from then on its timeout is the store's. */
+  dispatched = false;
+  sent: unknown = undefined;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+  readonly #owner: Answers;
+
+  constructor(owner: Answers, op: Operation, key: string, amount: number, now: number | undefined, reading: number, receipt: unknown, deadline: number, resolve: (value: unknown) => void, reject: (error: unknown) => void) {
+    this.#owner = owner;
+    this.op = op;
+    this.key = key;
+    this.amount = amount;
+    this.now = now;
+    this.reading = reading;
+    this.receipt = receipt;
+    this.deadline = deadline;
+    this.resolve = resolve;
+    this.reject = reject;
+  }
+
+  answer(decision: Decision | undefined, receipt?: unknown): void {
+    if (this.answered) return;
+    this.answered = true;
+    this.#owner.answered(this, decision, receipt);
+  }
+
+  fail(error: unknown): void {
+    if (this.answered) return;
+    this.answered = true;
+    this.#owner.failed(this, error);
+  }
+}
+
+/** How the layer answers its calls (see Call). */
+interface Answers {
+  answered(call: Call, decision: Decision | undefined, receipt: unknown): void;
+  failed(call: Call, error: unknown): void;
+}
+
+/** The rule of a call whose lookup is still under way (compared by identity, never sent). */
+const UNKNOWN = new Rule(1, 1);
+
+/**
+ * The public methods every shared store answers, written once over a {@link StoreEngine}:
+ * checking keys, permits and rules, looking up a key's rule, the outage policy, the bound on each
+ * call, batching, the refusal cache, waiting and reservations. `RedisRateLimiter` and
+ * `PostgresRateLimiter` are this class over their engines.
+ */
+export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends Closable implements AsyncRateLimiter {
+  /**
+   * The rule every key is limited by, as given (checked and copied): a `Rule`, or the function
+   * that chooses each key's rule.
+   */
+  readonly rule: R;
+  readonly #fixed: Rule | undefined;
+  readonly #lookup: RuleOf | undefined;
+  readonly #engine: StoreEngine;
+  readonly #algorithm: string;
+  readonly #prefix: string;
+  readonly #name: string | undefined;
+  readonly #timeoutMs: number;
+  readonly #clock: Clock | undefined;
+  readonly #onError: ((error: Error, key: string) => void) | undefined;
+  readonly #refusals: RefusalCache | undefined;
+  readonly #policy: Outage;
+  readonly #peekPolicy: Outage;
+  readonly #timeouts: CallTimeouts<Call>;
+  /** Undefined when batching is off and each call goes alone. */
+  readonly #coalescer: Coalescer<Call> | undefined;
+  readonly #waiting: WaitQueue;
+  /** A rule function's answer, checked as `new Rule` checks, shared per distinct rule. */
+  readonly #checkRule = sharedPerRule((rule) => rule);
+  readonly #namespace: (rule: Rule) => string;
+  /**
+   * Keys whose rule lookup is under way, with their calls in the order made: a call goes only once
+   * every call made before it on its key has gone (or been answered), so a slow lookup never lets
+   * a later call on its key overtake it. Empty while every lookup answers at once.
+   */
+  readonly #looking = new Map<string, Call[]>();
+  readonly #answers: Answers = {
+    answered: (call, decision, receipt) => this.#answered(call, decision, receipt),
+    failed: (call, error) => this.#failed(call, error),
+  };
+
+  /** @throws TypeError or RangeError naming the option, before anything is sent to the store. */
+  protected constructor(options: StoreLimiterOptions<R>, engine: StoreEngine) {
+    super();
+    const { algorithm, rule, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch } = options;
+    if (typeof rule === 'function') {
+      this.#lookup = rule as RuleOf;
+      this.rule = rule;
+    } else {
+      this.#fixed = toRule(rule);
+      this.rule = this.#fixed as R;
+    }
+    checkStoreOptions(clock, timeoutMs, onError);
+    this.#engine = engine;
+    this.#algorithm = algorithm;
+    this.#prefix = prefix;
+    this.#name = name;
+    this.#timeoutMs = timeoutMs;
+    this.#clock = clock;
+    this.#onError = onError;
+    const context = { timeoutMs, report: this.#report, timeoutError: (ms: number, what: string) => engine.timeoutError(ms, what) };
+    this.#policy = outagePolicy(onStoreError, context);
+    this.#peekPolicy = peekOutagePolicy(onStoreError, context);
+    this.#refusals = refusalCacheFor(refusalCache);
+    this.#namespace = sharedPerRule((rule) => storeNamespace(prefix, name, algorithm, rule));
+    this.#timeouts = new CallTimeouts(timeoutMs, this.#timedOut, (ms) => engine.timeoutError(ms));
+    this.#coalescer = batch ? new Coalescer<Call>(engine.send.bind(engine), engine.maxBatch, engine.ordered) : undefined;
+    // A wait ends when the store can no longer answer: with a client closed for good, a degraded
+    // refusal would be tried again for ever, its timer keeping the process alive.
+    const attempt = (key: string, permits: number) =>
+      this.tryAcquire(key, permits).then((decision) => {
+        if (decision.allowed || decision.degraded === undefined || !engine.clientClosed()) return decision;
+        throw new ClosedError(`ratekeeper: the ${engine.store} client is closed, so this wait could never be granted`);
+      });
+    this.#waiting = new WaitQueue(attempt, clock === undefined ? systemScheduler : schedulerFor(clock));
+  }
+
+  /**
+   * Decides a request for `permits` (default 1) by `key`: one round trip, shared with the calls
+   * made while the round ahead was in flight, or none when the refusal cache already knows the
+   * answer. Never rejects for a store failure: the outage policy answers instead, marked `degraded`.
+   * @throws TypeError when `key` is not a string the store can hold; RangeError when `permits` is
+   * not an integer from 1 to the key's limit; what a rule function threw, or the TypeError or
+   * RangeError of an answer that is no rule (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * const limiter = new RedisRateLimiter({ client: new Redis(), algorithm: 'token-bucket', rule: Rule.perSecond(10), onStoreError: 'allow' });
+   * const decision = await limiter.tryAcquire('user-42');
+   * if (!decision.allowed) console.log(`retry in ${decision.retryAfterMs} ms`);
+   * ```
+   */
+  tryAcquire(key: string, permits = 1): Promise<Decision> {
+    let now: number | undefined;
+    try {
+      this.#engine.checkKey(key);
+      checkPermits(permits, this.#fixed?.limit ?? MAX_SAFE);
+      now = this.#read();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    // Read only when something uses the reading: a caller's clock decides, or the refusal cache
+    // dates what it remembers. Otherwise the server's clock alone decides.
+    const reading = now ?? (this.#refusals !== undefined ? systemClock.now() : 0);
+    if (this.#fixed !== undefined) {
+      const known = this.#refusals?.get(key, permits, reading, this.#fixed.limit);
+      if (known !== undefined) return Promise.resolve(known);
+    }
+    return this.#call('decide', key, permits, now, reading) as Promise<Decision>;
+  }
+
+  /**
+   * What `tryAcquire(key, permits)` would answer now (a block included), spending nothing and
+   * storing no key. `permits` 0 answers the state now, for a dashboard: `remaining` is the whole
+   * permits available now, `resetAfterMs` the time until the key is as new, and `allowed` is false
+   * only while the key is blocked. While the store fails, the outage policy answers as for
+   * `tryAcquire` (a fallback limiter is asked its own `peek`).
+   * @throws as `tryAcquire` does, `permits` 0 allowed (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * const limiter = new RedisRateLimiter({ client: new Redis(), algorithm: 'token-bucket', rule: Rule.perMinute(60), onStoreError: 'deny' });
+   * const { remaining } = await limiter.peek('user-1', 0); // what is left now; nothing spent
+   * ```
+   */
+  peek(key: string, permits = 1): Promise<Decision> {
+    try {
+      if (permits !== 0) checkPermits(permits, this.#fixed?.limit ?? MAX_SAFE);
+      return this.#operate('peek', key, permits) as Promise<Decision>;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Forgets `key`: its counts and any block are gone, and every later decision is a never-seen
+   * key's. This process's callers waiting on it in `acquire` are tried again at once. Outstanding
+   * reservations of the key give nothing back.
+   * @throws TypeError for a bad key; the client's error or the store's timeout error when the
+   * store fails: the key may not have been reset (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * const failures = new RedisRateLimiter({ client: new Redis(), algorithm: 'sliding-window-log', rule: Rule.perHour(10), onStoreError: 'deny' });
+   * await failures.reset('alice'); // she logged in: her failures no longer count
+   * ```
+   */
+  reset(key: string): Promise<void> {
+    try {
+      return this.#operate('reset', key, 0) as Promise<void>;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Counts `permits` that were already used (a failed login, tokens an upstream consumed): never
+   * refused, and `permits` may exceed the limit. What fits is spent exactly as `tryAcquire` would;
+   * beyond that the key goes into debt, at most one full limit deep (the rest is forgiven), and is
+   * refused until the debt is repaid, with exact `retryAfterMs`; the key's expiry covers the debt.
+   * A block neither stops a charge nor is lifted by one. Resolves with the key's state after, as
+   * `peek(key, 0)` would without a block.
+   * @throws TypeError for a bad key; RangeError when `permits` is not a positive safe integer; the
+   * client's error or the store's timeout error when the store fails (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * const failures = new RedisRateLimiter({ client: new Redis(), algorithm: 'fixed-window', rule: Rule.perMinute(10), onStoreError: 'deny' });
+   * await failures.charge('alice', 14); // 4 in debt until the minute ends
+   * ```
+   */
+  charge(key: string, permits: number): Promise<Decision> {
+    try {
+      checkCharge(permits);
+      return this.#operate('charge', key, permits) as Promise<Decision>;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Refuses every request of `key` for `durationMs` from now, spending nothing, as
+   * `KeyedRateLimiter.block` does: each refusal's `retryAfterMs` is the longer of the time left and
+   * what the algorithm alone would say; a shorter block never shortens a longer one; only `reset`
+   * lifts it. The block is kept apart from the key's counts (no charge or refund touches it), and
+   * the key's expiry covers it. `durationMs` is a whole number of ms from 0 to 2^42 (about 139
+   * years: a block "for ever").
+   * @throws TypeError for a bad key; RangeError for a duration out of range (Infinity included);
+   * the client's error or the store's timeout error when the store fails (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * const logins = new RedisRateLimiter({ client: new Redis(), algorithm: 'sliding-window-log', rule: Rule.perHour(10), onStoreError: 'deny' });
+   * await logins.block('alice', 3_600_000);
+   * (await logins.tryAcquire('alice')).retryAfterMs; // 3600000
+   * ```
+   */
+  block(key: string, durationMs: number): Promise<void> {
+    try {
+      integerIn('durationMs', durationMs, 0, MAX_BLOCK_MS);
+      if (durationMs > 0) return this.#operate('block', key, durationMs) as Promise<void>;
+      // A block of 0 ms blocks nothing and stores nothing; the key and clock are checked all the same, as in memory.
+      this.#engine.checkKey(key);
+      this.#read();
+      return Promise.resolve();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Grants (or refuses) `permits` (default 1) now, exactly as `tryAcquire`, for a request whose real
+   * cost is known only later: settle the reservation once with that cost. What was not used is
+   * given back exactly (only what is still counted: never what time already repaid, never in
+   * another window, nothing after a reset or after a charge reached the debt bound), what was over
+   * is charged. The key keeps what the refund needs, so a reservation settles through any limiter
+   * process. While the store fails the outage policy decides, and the reservation has nothing to
+   * settle; a `settle` or `cancel` that fails rejects with the error.
+   * @throws as `tryAcquire` does (as a rejected promise).
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * const tokens = new RedisRateLimiter({ client: new Redis(), algorithm: 'token-bucket', rule: Rule.perMinute(10_000), onStoreError: 'deny' });
+   * const reservation = await tokens.reserve('team-1', 2000);
+   * if (reservation.decision.allowed) await reservation.settle(500); // 1500 were not used
+   * ```
+   */
+  reserve(key: string, permits = 1): Promise<AsyncReservation> {
+    let reply: Promise<unknown>;
+    let call: Call;
+    try {
+      checkPermits(permits, this.#fixed?.limit ?? MAX_SAFE);
+      reply = this.#operate('reserve', key, permits, undefined, (made) => (call = made));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return reply.then((decision) => {
+      const { receipt, rule } = call;
+      if (!(decision as Decision).allowed || receipt === undefined) return new AsyncKeyReservation(decision as Decision, undefined);
+      return new AsyncKeyReservation(decision as Decision, (actual) => this.#settle(key, permits, rule, receipt, actual));
+    });
+  }
+
+  /**
+   * Waits until `permits` (default 1) are granted to `key`, as `KeyedRateLimiter.acquire` does:
+   * first in first out among this process's callers, each head woken by one timer at its exact
+   * `retryAfterMs`, no polling. Callers in other processes compete for the same permits without a
+   * shared queue. During an outage the policy's answers apply: a `'deny'` refusal waits and tries
+   * again, `'allow'` resolves at once. A wait never outlives the store: once the client is closed
+   * for good (ioredis `quit()`, node-redis `quit()`/`close()`), a refused waiter rejects with a
+   * `ClosedError` instead of trying again.
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * const limiter = new RedisRateLimiter({ client: new Redis(), algorithm: 'leaky-bucket', rule: Rule.perSecond(5), onStoreError: 'deny' });
+   * const decision = await limiter.acquire('outbound-api', 1, { maxWaitMs: 2000, signal: AbortSignal.timeout(5000) });
+   * if (decision.allowed) console.log('send it');
+   * ```
+   */
+  acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
+    return this.#waiting.acquire(key, permits, options);
+  }
+
+  /**
+   * Ends waiting, as `KeyedRateLimiter.close` does: every `acquire` still waiting rejects with a
+   * `ClosedError` (code `ERR_RATEKEEPER_CLOSED`), its timer is cleared, and later `acquire` calls
+   * reject at once. `tryAcquire` keeps answering. The client is yours and stays open: close it after.
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * const client = new Redis();
+   * const limiter = new RedisRateLimiter({ client, algorithm: 'token-bucket', rule: Rule.perSecond(5), onStoreError: 'deny' });
+   * limiter.close();
+   * await client.quit();
+   * ```
+   */
+  override close(): void {
+    this.#waiting.close();
+  }
+
+  /**
+   * A summary for logs and `JSON.stringify`: the algorithm, rule (`'per key'` when a function
+   * chooses it), key prefix, name (when given) and timeout; never the client.
+   */
+  override toJSON(): { algorithm: string; rule: RuleSummary<R>; prefix: string; name?: string; timeoutMs: number } {
+    const summary = { algorithm: this.#algorithm, rule: (this.#fixed ?? 'per key') as RuleSummary<R>, prefix: this.#prefix, timeoutMs: this.#timeoutMs };
+    return this.#name === undefined ? summary : { ...summary, name: this.#name };
+  }
+
+  /**
+   * Settles a reservation: charges what was over, or gives back what was not used (only what is
+   * still counted). Either way the receipt goes with the call: a charge past what was reserved
+   * releases it, as in memory, so that it no longer counts toward the key's bound.
+   */
+  #settle(key: string, reserved: number, rule: Rule, receipt: unknown, actual: number): Promise<Decision> {
+    try {
+      if (actual > reserved) return this.#operate('charge', key, actual - reserved, receipt) as Promise<Decision>;
+      return this.#operate('refund', key, reserved - actual, receipt, undefined, rule) as Promise<Decision>;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Starts any call but a decision. A reset reads no clock (as in memory: it has no use for the
+   * time). A refund goes under the rule of its reservation, without a lookup: its receipt belongs
+   * to the key counted under that rule.
+   * @throws for a bad key or clock reading.
+   */
+  #operate(op: Operation, key: string, amount: number, receipt?: unknown, made?: (call: Call) => void, rule?: Rule): Promise<unknown> {
+    this.#engine.checkKey(key);
+    const now = op === 'reset' ? undefined : this.#read();
+    return this.#call(op, key, amount, now, now ?? 0, receipt, made, rule);
+  }
+
+  #call(op: Operation, key: string, amount: number, now: number | undefined, reading: number, receipt?: unknown, made?: (call: Call) => void, rule?: Rule): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const call = new Call(this.#answers, op, key, amount, now, reading, receipt, this.#timeouts.deadline(), resolve, reject);
+      made?.(call);
+      // Bounded from its start: a rule lookup counts against the call's timeout too.
+      this.#timeouts.add(call);
+      const fixed = rule ?? this.#fixed;
+      if (fixed !== undefined) {
+        this.#ruled(call, fixed);
+        this.#dispatch(call);
+      } else {
+        this.#lookUp(call, this.#lookup!);
+      }
+    });
+  }
+
+  /** Asks the rule function for the call's key; the call goes once it and every earlier call on its key have their rule. */
+  #lookUp(call: Call, lookup: RuleOf): void {
+    const queue = this.#looking.get(call.key);
+    let answer: Rule | Promise<Rule>;
+    let pending: boolean;
+    try {
+      answer = lookup(call.key);
+      pending = isThenable(answer);
+    } catch (error) {
+      return this.#refuse(call, error);
+    }
+    if (!pending) {
+      if (!this.#check(call, answer)) return;
+      if (queue === undefined) this.#dispatch(call);
+      else queue.push(call);
+      return;
+    }
+    if (queue === undefined) this.#looking.set(call.key, [call]);
+    else queue.push(call);
+    Promise.resolve(answer).then(
+      (rule) => {
+        if (!call.answered) this.#check(call, rule);
+        this.#next(call.key);
+      },
+      (error: unknown) => {
+        this.#refuse(call, error);
+        this.#next(call.key);
+      },
+    );
+  }
+
+  /** Sends the calls of `key` whose turn has come: those at the front with their rule (or their answer). */
+  #next(key: string): void {
+    const queue = this.#looking.get(key);
+    if (queue === undefined) return;
+    let i = 0;
+    for (; i < queue.length; i++) {
+      const call = queue[i]!;
+      if (call.answered) continue;
+      if (call.rule === UNKNOWN) break;
+      this.#dispatch(call);
+    }
+    if (i === queue.length) this.#looking.delete(key);
+    else queue.splice(0, i);
+  }
+
+  /**
+   * Takes a rule function's answer for `call`, checked as `new Rule` checks, with the call's
+   * permits checked against it; false (the call rejected, nothing sent) when either is bad.
+   */
+  #check(call: Call, answer: unknown): boolean {
+    let rule: Rule;
+    try {
+      rule = this.#checkRule(answer as Rule);
+      const { op, amount } = call;
+      if (op === 'decide' || op === 'reserve' || (op === 'peek' && amount !== 0)) checkPermits(amount, rule.limit);
+    } catch (error) {
+      this.#refuse(call, error);
+      return false;
+    }
+    this.#ruled(call, rule);
+    return true;
+  }
+
+  #ruled(call: Call, rule: Rule): void {
+    call.rule = rule;
+    call.storeKey = this.#namespace(rule) + call.key;
+  }
+
+  /** Rejects a call whose rule lookup failed: the caller's error, not the store's (no outage policy, no `onError`). */
+  #refuse(call: Call, error: unknown): void {
+    if (call.answered) return;
+    call.answered = true;
+    call.reject(error);
+  }
+
+  /** Hands a call whose rule is known to the engine, batched or alone. */
+  #dispatch(call: Call): void {
+    if (call.op === 'decide' && this.#fixed === undefined && this.#refusals !== undefined) {
+      const known = this.#refusals.get(call.storeKey, call.amount, call.reading, call.rule.limit);
+      if (known !== undefined) return call.answer(known);
+    }
+    call.dispatched = true;
+    if (this.#coalescer === undefined || (call.op !== 'decide' && !this.#engine.batchesOperations)) return this.#engine.send([call], ALONE);
+    const group = this.#engine.group(call.storeKey);
+    // A batch carries one rule, sent once with it.
+    this.#coalescer.add(call, this.#fixed !== undefined ? group : `${group} ${call.rule.limit}/${call.rule.windowMs}`);
+  }
+
+  #answered(call: Call, decision: Decision | undefined, receipt: unknown): void {
+    const { op } = call;
+    if (decision !== undefined && this.#fixed === undefined) noteWindow(decision, call.rule.windowMs);
+    if (op === 'decide') {
+      if (!decision!.allowed) this.#refusals?.remember(this.#refusalKey(call), call.amount, call.reading, decision!);
+    } else if (op === 'reserve') {
+      call.receipt = receipt;
+    } else if (op === 'reset' || (op === 'refund' && call.amount > 0)) {
+      this.#madeRoom(call);
+    }
+    call.resolve(decision);
+  }
+
+  /** A decision, peek or reservation the store failed is answered by the outage policy (reported to `onError`); any other call rejects. */
+  #failed(call: Call, error: unknown): void {
+    const { op, key, amount } = call;
+    if (op !== 'decide' && op !== 'peek' && op !== 'reserve') return call.reject(error);
+    call.receipt = undefined;
+    this.#report(error, key);
+    // A lookup that did not answer left no rule: the policy answers as for a rule of these permits
+    // per timeoutMs (see docs/stores.md, "Rules per key").
+    const rule = call.rule !== UNKNOWN ? call.rule : new Rule(Math.max(1, amount), this.#timeoutMs);
+    try {
+      call.resolve((op === 'peek' ? this.#peekPolicy : this.#policy)(error, key, amount, rule));
+    } catch (fallbackError) {
+      // A fallback limiter that throws (say, for more permits than its own limit) fails this call alone.
+      call.reject(fallbackError);
+    }
+  }
+
+  /** A call's bound passed: answered as the store failing in time; a call still waiting for its rule lets its key's later calls go. */
+  readonly #timedOut = (call: Call, error: Error): void => {
+    if (!call.dispatched) error = this.#engine.timeoutError(this.#timeoutMs, 'the rule function');
+    this.#failed(call, error);
+    if (call.dispatched) this.#engine.timedOut(call);
+    else this.#next(call.key);
+  };
+
+  /** A reset or refund may have made room: a refusal remembered is stale, and waiters may go. */
+  #madeRoom(call: Call): void {
+    this.#refusals?.forget(this.#refusalKey(call));
+    this.#waiting.wake(call.key);
+  }
+
+  /**
+   * What the refusal cache files a call under: its key, or under a rule function its store key, so
+   * a refusal under one rule never answers for the key under another.
+   */
+  #refusalKey(call: Call): string {
+    return this.#fixed === undefined ? call.storeKey : call.key;
+  }
+
+  readonly #report = (error: unknown, key: string): void => report(this.#onError, error, key, this.#engine.store);
+
+  /** The caller's clock reading, checked (NaN sent to a store would come back as a NaN time), or undefined for the store's. */
+  #read(): number | undefined {
+    const now = this.#clock?.now();
+    if (now !== undefined && !Number.isFinite(now)) throw rangeError(`ratekeeper: \`clock\` returned ${describe(now)}, not a finite number`);
+    return now;
+  }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<unknown>).then === 'function';
+}
