@@ -97,6 +97,51 @@ describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
     });
   }
 
+  for (const algorithm of algorithmNames) {
+    test.prop([ruleSets, traces], { numRuns: 15 })(`${algorithm}: through PostgresRateLimiter, a rule function whose answer changes decides as the reconfigured twin`, async (rules, { startMs, steps }) => {
+      const clock = new ManualClock(startMs);
+      const current = new Map<string, Rule>();
+      const limiter = new PostgresRateLimiter({
+        client: made.pool,
+        schema: made.schema,
+        algorithm,
+        rule: async (key: string) => current.get(key) ?? rules[0]!,
+        onStoreError: 'deny',
+        clock,
+        prefix: `${Math.random()}:`,
+      });
+      const twins_ = new Map<string, KeyedRateLimiter>();
+      const twin = (key: string) => twins_.get(key) ?? twins_.set(key, new KeyedRateLimiter({ algorithm: () => new twins[algorithm](current.get(key) ?? rules[0]!), clock })).get(key)!;
+      for (const [i, { moveMs, key, rule: pick, op, share }] of steps.entries()) {
+        clock.advance(moveMs);
+        const at = `step ${i}: ${op} ${key}`;
+        if (op === 'peek' || op === 'peek0') {
+          // Under the key's own rule (a peek under another carries over in its answer only).
+          expect(await limiter.peek(key, 0), at).toStrictEqual(twin(key).peek(key, 0));
+          continue;
+        }
+        const rule = rules[pick % rules.length]!;
+        const before = current.get(key) ?? rules[0]!;
+        const held = twin(key);
+        current.set(key, rule);
+        if (before.limit !== rule.limit || before.windowMs !== rule.windowMs) held.reconfigure(() => new twins[algorithm](rule));
+        const permits = 1 + Math.floor(share * (rule.limit - 1));
+        if (op === 'charge') {
+          const charged = Math.min(Number.MAX_SAFE_INTEGER, 1 + Math.floor(share * 3 * rule.limit));
+          expect(await limiter.charge(key, charged), at).toStrictEqual(held.charge(key, charged));
+        } else if (op === 'reset') {
+          await limiter.reset(key);
+          held.reset(key);
+        } else if (op === 'block') {
+          await limiter.block(key, Math.floor(share * 100_000));
+          held.block(key, Math.floor(share * 100_000));
+        } else {
+          expect(await limiter.tryAcquire(key, permits), at).toStrictEqual(held.tryAcquire(key, permits));
+        }
+      }
+    });
+  }
+
   test.each(algorithmNames)('%s: a peek under another rule answers as the carried state would and writes nothing; A → B → A at one reading leaves the key as it was', async (algorithm) => {
     const sql = sqlCalls(made.pool, made.schema, algorithm, `${Math.random()}:`);
     const a = new Rule(10, 60_000);
