@@ -133,8 +133,9 @@ describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
           await limiter.reset(key);
           held.reset(key);
         } else if (op === 'block') {
-          await limiter.block(key, Math.floor(share * 100_000));
-          held.block(key, Math.floor(share * 100_000));
+          // At least 1 ms: a block of 0 ms sends nothing, so it carries no usage over.
+          await limiter.block(key, 1 + Math.floor(share * 100_000));
+          held.block(key, 1 + Math.floor(share * 100_000));
         } else {
           expect(await limiter.tryAcquire(key, permits), at).toStrictEqual(held.tryAcquire(key, permits));
         }
