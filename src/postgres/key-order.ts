@@ -1,6 +1,7 @@
 /** A call {@link KeyOrder} sends: its row key, whether it is answered yet, and whether it may share a batch. */
 export interface Ordered {
-  readonly storeKey: string;
+  /** The caller's key: within one limiter it names the row. */
+  readonly key: string;
   /** Set once the call has its answer (from its timeout, say): a call still waiting is then never sent. */
   readonly answered: boolean;
   /** `'decide'` for a decision, which may share its batch with decisions on other keys; any other operation goes alone. */
@@ -47,7 +48,7 @@ export class KeyOrder<C extends Ordered> {
     const sharedKeys = new Set<string>();
     for (const call of calls) {
       if (call.answered) continue;
-      const key = call.storeKey;
+      const key = call.key;
       if (call.op === 'decide' && sharedKeys.has(key) && this.#busy.get(key)!.length === 0) {
         shared.push(call);
       } else if (this.#busy.has(key)) {
@@ -81,14 +82,14 @@ export class KeyOrder<C extends Ordered> {
     // A key's skipped calls were made before those that waited for it: they go first.
     const next = [...skipped];
     for (const call of batch) {
-      const key = call.storeKey;
+      const key = call.key;
       const waiting = this.#busy.get(key);
       if (waiting === undefined) continue;
       this.#alone.delete(key);
       this.#busy.delete(key);
       for (const later of waiting) next.push(later);
     }
-    for (const call of skipped) this.#alone.add(call.storeKey);
+    for (const call of skipped) this.#alone.add(call.key);
     this.add(next);
   }
 }

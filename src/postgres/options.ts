@@ -43,10 +43,11 @@ export interface PostgresRateLimiterOptions<R extends Rule | RuleOf = Rule> {
    */
   schema?: string | undefined;
   /**
-   * Starts every row's key. The full key is `prefix + algorithm + ':' + limit + '/' + windowMs + ':' + key`
-   * (with a `name`, `prefix + name + ':' + algorithm + ...`), so limiters with different rules never
-   * share state; past 2000 bytes (UTF-8) it is stored as `sha256/` and its SHA-256 in hex (an index
-   * entry holds at most 2704 bytes).
+   * Starts every row's key. The full key is `prefix + algorithm + ':' + key` (with a `name`,
+   * `prefix + name + ':' + algorithm + ':' + key`): the row remembers its rule, so limiters with
+   * different rules on one prefix share each key's usage, carried over from rule to rule (give them
+   * different `name`s to keep them apart); past 2000 bytes (UTF-8) it is stored as `sha256/` and its
+   * SHA-256 in hex (an index entry holds at most 2704 bytes).
    * @default 'ratekeeper:'
    */
   prefix?: string | undefined;

@@ -1,7 +1,9 @@
-import { scaledUnits } from '../algorithms/token-bucket';
-import { expirySlackMs as slack } from '../store/constants';
-import type { Rule } from '../core/rule';
 import type { StoreAlgorithm } from '../store/engine';
+import type { Codec } from './sql/codec';
+import { fixedWindow } from './sql/fixed-window';
+import { slidingWindowCounter } from './sql/sliding-window-counter';
+import { slidingWindowLog } from './sql/sliding-window-log';
+import { tokenBucket } from './sql/token-bucket';
 
 /**
  * The algorithms `PostgresRateLimiter` runs, named as over Redis and in memory: `'token-bucket'`
@@ -15,36 +17,14 @@ import type { StoreAlgorithm } from '../store/engine';
  */
 export type PostgresAlgorithm = StoreAlgorithm;
 
-/** One algorithm in SQL: the name `ratekeeper_decide` dispatches on, and the rule's numbers its codec reads. */
-export interface SqlPlan {
-  readonly codec: 'token-bucket' | 'fixed-window' | 'sliding-window-log' | 'sliding-window-counter';
-  readonly ruleArgs: (rule: Rule) => number[];
-}
-
-const tokenBucket: SqlPlan = {
-  codec: 'token-bucket',
-  // The in-memory bucket's own scaled units, so both decide alike; capacity is limit × perToken.
-  ruleArgs: (rule) => {
-    const { perMs, perToken } = scaledUnits(rule);
-    return [rule.limit, perMs, perToken];
-  },
-};
-
-const windowed = (codec: SqlPlan['codec']): SqlPlan => ({ codec, ruleArgs: ({ limit, windowMs }) => [limit, windowMs] });
-
-/**
- * How long a row outlives the moment its key is as new, in ms: a quarter of the window, at most a
- * minute, as Redis keys do. Expiries run on the server's clock while a caller's `clock` may stand
- * still or lag it; without this margin a row could vanish while, by the caller's clock, its key
- * still counted something (forgiving it). The limiter passes it as the last of the rule's numbers.
- */
-export const expirySlackMs = ({ windowMs }: Rule): number => slack(windowMs);
-
-/** The plan for each algorithm name. */
-export const sqlPlans: Readonly<Record<PostgresAlgorithm, SqlPlan>> = {
+/** The codec each algorithm name decides with: the leaky bucket is the token bucket's law. */
+export const codecs: Readonly<Record<PostgresAlgorithm, Codec>> = {
   'token-bucket': tokenBucket,
   'leaky-bucket': tokenBucket,
-  'fixed-window': windowed('fixed-window'),
-  'sliding-window-log': windowed('sliding-window-log'),
-  'sliding-window-counter': windowed('sliding-window-counter'),
+  'fixed-window': fixedWindow,
+  'sliding-window-log': slidingWindowLog,
+  'sliding-window-counter': slidingWindowCounter,
 };
+
+/** Each codec once, in the order `migrate` makes them. */
+export const allCodecs: readonly Codec[] = [tokenBucket, fixedWindow, slidingWindowLog, slidingWindowCounter];

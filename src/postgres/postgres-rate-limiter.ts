@@ -1,7 +1,7 @@
 import { typeError } from '../core/errors';
 import type { Rule } from '../core/rule';
 import { checkString, describe } from '../core/validate';
-import { ruleFreeNamespace, storeNamespace } from '../store/keys';
+import { ruleFreeNamespace } from '../store/keys';
 import { claimNamespace } from '../store/namespaces';
 import { checkName } from '../store/store-options';
 import { type RuleOf, type RuleSummary, StoreRateLimiter } from '../store/store-rate-limiter';
@@ -9,7 +9,8 @@ import { toQuery } from './client';
 import { PostgresEngine } from './engine';
 import { quotedSchema } from './migrate';
 import type { PostgresRateLimiterOptions } from './options';
-import { type PostgresAlgorithm, sqlPlans } from './plans';
+import { codecs, type PostgresAlgorithm } from './plans';
+import { rowKeyHeads } from './protocol';
 
 /**
  * One shared rate limit per key across every server that talks to the same PostgreSQL database,
@@ -41,21 +42,20 @@ export class PostgresRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRa
       throw typeError(`ratekeeper: PostgresRateLimiter options must be an object, got ${describe(options)}`);
     }
     const { client, algorithm, rule, onStoreError, schema, prefix = 'ratekeeper:', name, clock, timeoutMs = 500, onError, refusalCache = false } = options;
-    if (typeof algorithm !== 'string' || !Object.hasOwn(sqlPlans, algorithm)) {
-      throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(sqlPlans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
+    if (typeof algorithm !== 'string' || !Object.hasOwn(codecs, algorithm)) {
+      throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(codecs).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
     const query = toQuery(client);
     checkString('prefix', prefix);
     if (prefix.includes('\u0000')) throw typeError(`ratekeeper: \`prefix\` must be a string without U+0000, got ${describe(prefix)}`);
     checkName(name);
     if (name?.includes('\u0000')) throw typeError(`ratekeeper: \`name\` must be a string without U+0000, got ${describe(name)}`);
-    const engine = new PostgresEngine(query, sqlPlans[algorithm], schema, timeoutMs);
+    const engine = new PostgresEngine(query, algorithm, rowKeyHeads(prefix, algorithm, name), schema, timeoutMs);
     super({ algorithm, rule: rule as R, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch: true }, engine);
     this.#schema = schema ?? 'ratekeeper';
-    const fixed = typeof rule === 'function' ? undefined : (this.rule as Rule);
-    const namespace = fixed === undefined ? ruleFreeNamespace(prefix, name, algorithm) : storeNamespace(prefix, name, algorithm, fixed);
-    // Keys meet only in one schema's table.
-    claimNamespace(client, `${quotedSchema(schema)}.${namespace}`, name !== undefined, 'PostgresRateLimiter', (message) => console.warn(message));
+    // Keys meet only in one schema's table, and a row key holds no rule: limiters with different
+    // rules on one prefix share each key's usage unless named apart.
+    claimNamespace(client, `${quotedSchema(schema)}.${ruleFreeNamespace(prefix, name, algorithm)}`, name !== undefined, 'PostgresRateLimiter', (message) => console.warn(message));
   }
 
   /** A summary for logs and `JSON.stringify`: the algorithm, rule (`'per key'` for a function), schema, key prefix, name (when given) and timeout; never the client. */

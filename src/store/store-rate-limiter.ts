@@ -429,10 +429,14 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
     return this.#name === undefined ? summary : { ...summary, name: this.#name };
   }
 
-  /** Settles a reservation: charges what was over, or gives back what was not used (only what is still counted). */
+  /**
+   * Settles a reservation: charges what was over, or gives back what was not used (only what is
+   * still counted). Either way the receipt goes with the call: a charge past what was reserved
+   * releases it, as in memory, so that it no longer counts toward the key's bound.
+   */
   #settle(key: string, reserved: number, rule: Rule, receipt: unknown, actual: number): Promise<Decision> {
-    if (actual > reserved) return this.charge(key, actual - reserved);
     try {
+      if (actual > reserved) return this.#operate('charge', key, actual - reserved, receipt) as Promise<Decision>;
       return this.#operate('refund', key, reserved - actual, receipt, undefined, rule) as Promise<Decision>;
     } catch (error) {
       return Promise.reject(error);

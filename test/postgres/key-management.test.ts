@@ -443,7 +443,7 @@ describe.skipIf(!postgresPort).each(clients)('PostgresRateLimiter key management
     // Keys travel as array literals: quotes, backslashes and braces stay the key's own. A key
     // never used is blocked by a row with no state (null: every codec reads it as a new key).
     await limiter.block('q"\\{k}', 1_000);
-    expect((await stored(`${prefix}fixed-window:5/60000:q"\\{k}`)).map(({ state }) => state)).toEqual([null]);
+    expect((await stored(`${prefix}fixed-window:q"\\{k}`)).map(({ state }) => state)).toEqual([null]);
     expect(await limiter.tryAcquire('q"\\{k}')).toMatchObject({ allowed: false, retryAfterMs: 1_000 });
     expect(await limiter.peek('q"\\{k', 0)).toMatchObject({ allowed: true });
     await expect(limiter.block('k', Infinity)).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_OUT_OF_RANGE' });
@@ -548,13 +548,15 @@ describe.skipIf(!postgresPort).each(clients)('PostgresRateLimiter key management
     expect(await deny.peek('k', 0)).toMatchObject({ allowed: true, remaining: 0, degraded: 'store-error' });
   });
 
-  test('migrate brings a table made by the previous version up to date, its rows kept, and every operation works on it', async () => {
+  test('migrate brings a table made by the first version up to date, its rows kept (under their old row keys, adopted), and every operation works on it', async () => {
     const old = uniqueSchema('v1');
     const v1 = (await readFile(new URL('fixtures/schema-v1.sql', import.meta.url), 'utf8')).replaceAll('__SCHEMA__', `"${old}"`);
     await rows(client, v1);
     const clock = new ManualClock(0);
-    const limiter = new PostgresRateLimiter({ client, schema: old, algorithm: 'sliding-window-log', rule: new Rule(5, 60_000), onStoreError: 'deny', clock, prefix: uniquePrefix('v1') });
-    expect(await limiter.tryAcquire('k', 2)).toMatchObject({ allowed: true, remaining: 3 });
+    const prefix = uniquePrefix('v1');
+    const limiter = new PostgresRateLimiter({ client, schema: old, algorithm: 'sliding-window-log', rule: new Rule(5, 60_000), onStoreError: 'deny', clock, prefix });
+    // What the first version stored for 2 permits taken at 0: its row key held the rule.
+    await rows(client, `INSERT INTO "${old}".ratekeeper_state (key, state, expires_at) VALUES ('${prefix}sliding-window-log:5/60000:k', '{0,2}', 9000000000000)`);
     await migrate(client, { schema: old });
     await migrate(client, { schema: old });
     expect(await limiter.tryAcquire('k', 1)).toMatchObject({ allowed: true, remaining: 2 });

@@ -7,7 +7,7 @@ import { KeyOrder } from '../../src/postgres/key-order';
 
 interface TestCall {
   readonly id: number;
-  readonly storeKey: string;
+  readonly key: string;
   readonly op: 'peek' | 'decide';
   answered: boolean;
 }
@@ -26,14 +26,14 @@ describe('KeyOrder', () => {
       const sentOrder = new Map<string, number[]>();
       const alone = new Set<string>();
       const order = new KeyOrder<TestCall>((batch) => {
-        const keys = new Set(batch.map((call) => call.storeKey));
+        const keys = new Set(batch.map((call) => call.key));
         // Never two batches out with one key, and never more than the batch size.
-        for (const other of out) for (const call of other) expect(keys.has(call.storeKey)).toBe(false);
+        for (const other of out) for (const call of other) expect(keys.has(call.key)).toBe(false);
         expect(batch.length).toBeLessThanOrEqual(4);
-        if (batch.some((call) => call.op !== 'decide' || alone.has(call.storeKey))) expect(batch).toHaveLength(1);
+        if (batch.some((call) => call.op !== 'decide' || alone.has(call.key))) expect(batch).toHaveLength(1);
         for (const call of batch) {
           expect(call.answered).toBe(false);
-          sentOrder.set(call.storeKey, [...(sentOrder.get(call.storeKey) ?? []), call.id]);
+          sentOrder.set(call.key, [...(sentOrder.get(call.key) ?? []), call.id]);
         }
         out.push(batch);
       }, 4);
@@ -41,7 +41,7 @@ describe('KeyOrder', () => {
       let id = 0;
       for (const e of events) {
         if (e.kind === 'add') {
-          const calls = e.keys.map(({ key, op }) => ({ id: id++, storeKey: key, op: op ? ('peek' as const) : ('decide' as const), answered: false }));
+          const calls = e.keys.map(({ key, op }) => ({ id: id++, key, op: op ? ('peek' as const) : ('decide' as const), answered: false }));
           made.push(...calls);
           order.add(calls);
         } else if (e.kind === 'timeout') {
@@ -49,19 +49,19 @@ describe('KeyOrder', () => {
         } else if (out.length > 0) {
           const [batch] = out.splice(e.pick % out.length, 1);
           // Skipped: the batch's first key's calls, as the many-keys function skips a held key's calls.
-          const skipped = e.outcome === 'skipped' && batch!.every((call) => call.op === 'decide') ? batch!.filter((call) => call.storeKey === batch![0]!.storeKey) : [];
-          for (const call of batch!) alone.delete(call.storeKey);
-          for (const call of skipped) alone.add(call.storeKey);
+          const skipped = e.outcome === 'skipped' && batch!.every((call) => call.op === 'decide') ? batch!.filter((call) => call.key === batch![0]!.key) : [];
+          for (const call of batch!) alone.delete(call.key);
+          for (const call of skipped) alone.add(call.key);
           // A skipped call is sent again: count its id out of the order until then.
-          for (const call of skipped) sentOrder.get(call.storeKey)!.splice(sentOrder.get(call.storeKey)!.lastIndexOf(call.id), 1);
+          for (const call of skipped) sentOrder.get(call.key)!.splice(sentOrder.get(call.key)!.lastIndexOf(call.id), 1);
           order.done(batch!, skipped);
         }
         // Whatever waits has its key out: no unanswered call waits while its key is free.
-        const keysOut = new Set(out.flat().map((call) => call.storeKey));
+        const keysOut = new Set(out.flat().map((call) => call.key));
         const sent = new Set(out.flat().map((call) => call.id));
         for (const call of made) {
-          if (call.answered || sent.has(call.id) || keysOut.has(call.storeKey)) continue;
-          expect(sentOrder.get(call.storeKey) ?? []).toContain(call.id);
+          if (call.answered || sent.has(call.id) || keysOut.has(call.key)) continue;
+          expect(sentOrder.get(call.key) ?? []).toContain(call.id);
         }
       }
       for (const ids of sentOrder.values()) expect(ids).toEqual([...ids].sort((x, y) => x - y));

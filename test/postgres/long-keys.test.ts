@@ -7,7 +7,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Rule } from '../../src/index';
 import { migrate, type PostgresClientLike, PostgresRateLimiter } from '../../src/postgres';
-import { LONG_KEY_BYTES } from '../../src/postgres/sql/one-key';
+import { LONG_KEY_BYTES } from '../../src/postgres/sql/shell';
 import { connection, postgresPort, uniqueSchema } from '../stores/support/postgres-store';
 
 describe.skipIf(!postgresPort)('PostgreSQL: keys of any length', () => {
@@ -73,7 +73,7 @@ describe.skipIf(!postgresPort)('PostgreSQL: keys of any length', () => {
   test('a key that fits is stored as it is (an upgrade forgives nothing); a longer one as the digest of its row key, which no plain key can be', async () => {
     const prefix = 'digest:';
     const limiter = new PostgresRateLimiter({ client: pool, schema, algorithm: 'fixed-window', rule: new Rule(1, 1e9), onStoreError: 'deny', prefix });
-    const keyPrefix = `${prefix}fixed-window:1/1000000000:`;
+    const keyPrefix = `${prefix}fixed-window:`;
     // The longest key stored as it is, and one a byte longer (a two-byte character at the end).
     const fits = 'a'.repeat(LONG_KEY_BYTES - keyPrefix.length);
     const over = `${'a'.repeat(LONG_KEY_BYTES - keyPrefix.length - 1)}é`;

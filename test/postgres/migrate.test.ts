@@ -96,8 +96,8 @@ describe.skipIf(!postgresPort)('migrate', () => {
     }
     await migrate(pool, { schema });
     expect(await file()).toBe(before);
-    const { rows } = await pool.query(`SELECT key, state::text, blocked_until, credited FROM "${schema}".ratekeeper_state`);
-    expect(rows).toEqual([{ key: 'kept', state: '{1,2}', blocked_until: null, credited: '0' }]);
+    const { rows } = await pool.query(`SELECT key, state::text, blocked_until, rule_limit, receipts FROM "${schema}".ratekeeper_state`);
+    expect(rows).toEqual([{ key: 'kept', state: '{1,2}', blocked_until: null, rule_limit: null, receipts: null }]);
     const limiter = new PostgresRateLimiter({ client: pool, schema, algorithm: 'fixed-window', rule: new Rule(2, 60_000), onStoreError: 'deny' });
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 1 });
     await pool.query(`DROP SCHEMA "${schema}" CASCADE`);

@@ -33,7 +33,7 @@ describe.skipIf(!postgresPort)('PostgresRateLimiter: name, rules per key', () =>
     expect(await login.tryAcquire('alice')).toMatchObject({ allowed: true });
     expect(await search.tryAcquire('alice')).toMatchObject({ allowed: true });
     expect(await otherServer.tryAcquire('alice')).toMatchObject({ allowed: false });
-    expect(await rows(prefix)).toEqual([`${prefix}login:fixed-window:1/60000:alice`, `${prefix}search:fixed-window:1/60000:alice`]);
+    expect(await rows(prefix)).toEqual([`${prefix}login:fixed-window:alice`, `${prefix}search:fixed-window:alice`]);
     expect(login.toJSON()).toEqual({ algorithm: 'fixed-window', rule: { limit: 1, windowMs: 60_000 }, schema, prefix, name: 'login', timeoutMs: 500 });
   });
 
@@ -57,6 +57,16 @@ describe.skipIf(!postgresPort)('PostgresRateLimiter: name, rules per key', () =>
     new PostgresRateLimiter({ ...options, schema });
     expect(warn).toHaveBeenCalledTimes(1);
     expect(String(warn.mock.calls[0]![0])).toMatch(/^ratekeeper: two PostgresRateLimiters on one client count under /);
+  });
+
+  test('two limiters with different rules and no name are reported too: a row key no longer holds the rule, so they share each key', () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    const options = { client: pool, schema, algorithm: 'token-bucket', onStoreError: 'deny', prefix: uniquePrefix('pg-rules') } as const;
+    new PostgresRateLimiter({ ...options, rule: Rule.perMinute(5) });
+    new PostgresRateLimiter({ ...options, rule: Rule.perHour(100), name: 'hourly' });
+    expect(warn).not.toHaveBeenCalled();
+    new PostgresRateLimiter({ ...options, rule: Rule.perHour(100) });
+    expect(warn).toHaveBeenCalledTimes(1);
   });
 
   for (const algorithm of algorithmNames) {

@@ -30,7 +30,7 @@ describe.skipIf(!postgresPort)('one stuck key holds back its own calls only', { 
     const holder = new pg.Client(connection());
     await holder.connect();
     await holder.query('BEGIN');
-    const { rows } = await holder.query(`SELECT key FROM "${schema}".ratekeeper_state WHERE key = $1 FOR UPDATE`, [`${prefix}fixed-window:2/1000000000000:${key}`]);
+    const { rows } = await holder.query(`SELECT key FROM "${schema}".ratekeeper_state WHERE key = $1 FOR UPDATE`, [`${prefix}fixed-window:${key}`]);
     expect(rows).toHaveLength(1);
     return {
       release: async () => {

@@ -1,0 +1,117 @@
+import type { Rule } from '../core/rule';
+import { expirySlackMs } from '../store/constants';
+import { ruleFreeNamespace } from '../store/keys';
+import { quotedSchema } from './migrate';
+import { codecs, type PostgresAlgorithm } from './plans';
+import { decideFunction, manyKeysFunction, oneKeyFunction } from './sql/shell';
+
+// What PostgresRateLimiter sends and reads, as pure functions: the statements, their parameters
+// and the reply's numbers. The SQL they call is ./sql/shell.ts.
+
+/** The three statements of a limiter: the general function, and the one-key and batch fast paths. */
+export interface Statements {
+  readonly decide: string;
+  readonly oneKey: string;
+  readonly manyKeys: string;
+}
+
+/**
+ * The statements for `algorithm` in `schema`. Each bounds its lock waits by `timeoutMs` (its
+ * `lock_timeout`, for its own transaction, which PgBouncer in transaction mode allows; set in a
+ * subquery, whose row is made before the function runs), and answers its numbers as one text,
+ * split by {@link replyNumbers}: a client parses an array only when it knows its type (postgres.js
+ * with `fetch_types: false`, as behind PgBouncer, hands over `{1,0,3}`), and pg parses numeric[]
+ * into floats.
+ */
+export function statements(schema: string | undefined, algorithm: PostgresAlgorithm, timeoutMs: number): Statements {
+  const codec = codecs[algorithm];
+  const bound = timeoutMs === Infinity ? '' : ` FROM (SELECT set_config('lock_timeout', '${timeoutMs}', true) AS lock_timeout) AS bound`;
+  const reply = (call: string) => `SELECT array_to_string(${quotedSchema(schema)}.${call}, ',', 'NULL') AS r${bound}`;
+  return {
+    decide: reply(`${decideFunction(codec)}($1::text, $2::text, $3::text[], $4::numeric[], $5::numeric[], $6::numeric[], $7::text, $8::numeric)`),
+    oneKey: reply(`${oneKeyFunction(codec)}($1::text, $2::text, $3::text, $4::numeric, $5::numeric, $6::numeric[])`),
+    manyKeys: reply(`${manyKeysFunction(codec)}($1::text, $2::text, $3::text[], $4::numeric[], $5::numeric[], $6::numeric[])`),
+  };
+}
+
+/**
+ * What starts a key's row key: `prefix + (name + ':')? + algorithm + ':'` (the key follows); and
+ * what started it in the previous version, `prefix + algorithm + ':'` (PostgreSQL had no `name`),
+ * which the rule and the key followed (`limit + '/' + windowMs + ':' + key`, written by the SQL): a
+ * key's first call reads that row and adopts it.
+ */
+export function rowKeyHeads(prefix: string, algorithm: PostgresAlgorithm, name?: string): { readonly head: string; readonly legacy: string } {
+  return { head: ruleFreeNamespace(prefix, name, algorithm), legacy: ruleFreeNamespace(prefix, undefined, algorithm) };
+}
+
+/** A rule as the SQL reads it, an array literal: its codec's numbers, then the expiry slack. */
+export function ruleNumbers(algorithm: PostgresAlgorithm, rule: Rule): string {
+  return `{${[...codecs[algorithm].ruleArgs(rule), expirySlackMs(rule.windowMs)].join(',')}}`;
+}
+
+/** A call as the statements take it. */
+export interface SentCall {
+  readonly key: string;
+  readonly permits: number;
+  /** The caller's clock reading, or undefined when the server's clock decides. */
+  readonly now: number | undefined;
+  /** {@link ruleNumbers} of the call's rule. */
+  readonly rule: string;
+}
+
+/** What starts a limiter's row keys, now and in the previous version (see {@link rowKeyHeads}). */
+export type RowKeyHeads = ReturnType<typeof rowKeyHeads>;
+
+/** The parameters of {@link Statements.oneKey}. */
+export function oneKeyParams({ head, legacy }: RowKeyHeads, call: SentCall): unknown[] {
+  return [head, legacy, call.key, call.permits, call.now ?? null, call.rule];
+}
+
+/**
+ * The parameters of {@link Statements.manyKeys}: the calls' rule once when they share it (the
+ * usual batch), else each call's in turn. The clock readings are all the caller's or none.
+ */
+export function manyKeysParams({ head, legacy }: RowKeyHeads, calls: readonly SentCall[]): unknown[] {
+  const [first] = calls;
+  const shared = calls.every((call) => call.rule === first!.rule);
+  const rules = shared ? first!.rule : `{${calls.map((call) => call.rule.slice(1, -1)).join(',')}}`;
+  const nows = first!.now === undefined ? null : `{${calls.map((call) => call.now).join(',')}}`;
+  return [head, legacy, textArray(calls), `{${calls.map((call) => call.permits).join(',')}}`, nows, rules];
+}
+
+/** The operations of {@link Statements.decide} besides a decision. */
+export type Operation = 'peek' | 'charge' | 'reserve' | 'refund' | 'block' | 'reset';
+
+/**
+ * The parameters of {@link Statements.decide} for one operation on one key: `call.permits` is a
+ * block's duration for 'block'; `receipt` the reservation's id for 'reserve' and 'refund'.
+ */
+export function operationParams({ head, legacy }: RowKeyHeads, op: Operation, call: SentCall, receipt: number | null): unknown[] {
+  return [head, legacy, textArray([call]), `{${call.permits}}`, call.now === undefined ? null : `{${call.now}}`, call.rule, op, receipt];
+}
+
+/**
+ * A new reservation's id: a random whole number from 1 to 2^52, drawn here so that every engine
+ * keeps receipts alike. The key keeps its outstanding ids (at most `MAX_RECEIPTS`); a refund names
+ * one, and gives nothing when the key no longer holds it.
+ */
+export function receiptId(): number {
+  return Math.floor(Math.random() * 2 ** 52) + 1;
+}
+
+/** The reply's numbers as the statements answer them (one text, split on commas), or undefined when it is not one of ours. */
+export function replyNumbers(rows: readonly unknown[]): string[] | undefined {
+  const text = (rows[0] as { r?: unknown } | undefined)?.r;
+  // A NULL among the numbers reads NaN, which the reply check refuses; a reset answers none.
+  return typeof text !== 'string' ? undefined : text === '' ? [] : text.split(',');
+}
+
+/** The calls' keys as a PostgreSQL array literal: each quoted, with `"` and `\` escaped. */
+function textArray(calls: readonly { readonly key: string }[]): string {
+  let literal = '{';
+  for (let i = 0; i < calls.length; i++) {
+    if (i > 0) literal += ',';
+    literal += `"${calls[i]!.key.replace(/["\\]/g, '\\$&')}"`;
+  }
+  return `${literal}}`;
+}
