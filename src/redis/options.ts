@@ -45,7 +45,7 @@ export interface RedisRateLimiterOptions<R extends Rule | RuleOf = Rule> {
   prefix?: string | undefined;
   /**
    * What this limit is for (`'login'`, `'search'`): part of every key, so that two limits with the
-   * same prefix, algorithm and rule keep their own counts. Limiters given the same name (every
+   * same prefix and algorithm keep their own counts, whatever their rules (keys do not name the rule). Limiters given the same name (every
    * server of a fleet, say) share each key's count on purpose. Two limiters on one client whose keys
    * would meet without a name to say so are reported once with `console.warn`.
    * @default undefined: no name in the key

@@ -47,7 +47,7 @@ export function claimNamespace(client: object, namespace: string, named: boolean
 
 function shared(namespace: string, limiter: string): string {
   return (
-    `ratekeeper: two ${limiter}s on one client count under ${JSON.stringify(namespace)} (the same prefix, algorithm and rule), so they share every key's count. ` +
+    `ratekeeper: two ${limiter}s on one client count under ${JSON.stringify(namespace)} (the same prefix and algorithm: keys no longer name their rule, so limiters with different rules meet too), so they share every key's count. ` +
     'If they limit different things, give each its own `name`; to share on purpose, give both the same `name`.'
   );
 }

@@ -74,7 +74,7 @@ describe.skipIf(!redisPort)("a limiter's identity: `name`", () => {
       make();
       make();
       expect(warnings).toEqual([
-        `ratekeeper: two RedisRateLimiters on one client count under "${prefix}token-bucket:" (the same prefix, algorithm and rule), so they share every key's count. If they limit different things, give each its own \`name\`; to share on purpose, give both the same \`name\`.`,
+        `ratekeeper: two RedisRateLimiters on one client count under "${prefix}token-bucket:" (the same prefix and algorithm: keys no longer name their rule, so limiters with different rules meet too), so they share every key's count. If they limit different things, give each its own \`name\`; to share on purpose, give both the same \`name\`.`,
       ]);
     });
   }
