@@ -17,9 +17,19 @@ const sources = (dir: string): string[] =>
 describe('the README errors table', () => {
   const codes = [...(/export type ErrorCode =([^;]+);/.exec(read('src/core/errors.ts'))?.[1] ?? '').matchAll(/'(ERR_\w+)'/g)].map((m) => m[1] as string);
   /** Every error class in src with a literal `code`: its `name` and that code. */
-  const classes = sources('src').flatMap((file) =>
-    [...read(file).matchAll(/class (\w+) extends Error \{\s*override readonly name = '\w+';\s*readonly code = '(ERR_\w+)'/g)].map((m) => ({ name: m[1] as string, code: m[2] as string })),
+  const direct = sources('src').flatMap((file) =>
+    [...read(file).matchAll(/(abstract )?class (\w+) extends Error \{\s*(?:override readonly name = '\w+';\s*)?readonly code = '(ERR_\w+)'/g)].map((m) => ({ name: m[2] as string, code: m[3] as string, abstract: m[1] !== undefined })),
   );
+  /** And every class naming itself under a base that holds the code (the stores' timeout errors). */
+  const classes = [
+    ...direct.filter((found) => !found.abstract),
+    ...sources('src').flatMap((file) =>
+      [...read(file).matchAll(/class (\w+) extends (\w+) \{\s*override readonly name = '\w+';/g)].flatMap((m) => {
+        const base = direct.find(({ name }) => name === m[2]);
+        return base === undefined ? [] : [{ name: m[1] as string, code: base.code }];
+      }),
+    ),
+  ];
   const rows = new Map(
     [...read('README.md').matchAll(/^\| `(ERR_\w+)` \| ([^|]+) \|/gm)].map((m) => [m[1] as string, m[2] as string]),
   );

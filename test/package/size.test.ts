@@ -65,9 +65,11 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * back, store parts as Promises, settle per part; limiter/admit.ts 3.4 KB minified): +1 050 B core
  * measured with the in-flight limits merged (14 964 -> 16 014 B, same build); the core budget moved
  * up by as much (1.04 KB). It shakes out of the limiter alone.
+ * All of issues 24 and 25 merged (the HTTP and store layers' changes to shared limiter code): the
+ * limiter built from Rule too 9 985 B: +0.02 KB.
  */
 const CORE_BUDGET = 15.65 * 1024;
-const SHAKEN_BUDGET = 9.74 * 1024;
+const SHAKEN_BUDGET = 9.76 * 1024;
 
 interface Measured {
   minified: number;

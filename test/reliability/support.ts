@@ -91,7 +91,8 @@ export async function expectOutcome(call: () => unknown, accepted: boolean, fiel
 
 /**
  * The checks on a refusal: a TypeError or RangeError from ratekeeper whose message names one of
- * `fields`, with the stable `code` of its kind (what code that must work across copies branches on).
+ * `fields` (or an entry of one, as `` `limiter[0]` `` names an entry of `` `limiter` ``), with the
+ * stable `code` of its kind (what code that must work across copies branches on).
  */
 export function expectNamedRefusal(error: unknown, fields: readonly string[]): void {
   expect(error instanceof TypeError || error instanceof RangeError, String(error)).toBe(true);
@@ -99,7 +100,7 @@ export function expectNamedRefusal(error: unknown, fields: readonly string[]): v
   expect(code, message).toBe(error instanceof RangeError ? 'ERR_RATEKEEPER_OUT_OF_RANGE' : 'ERR_RATEKEEPER_INVALID_ARGUMENT');
   expect(message.startsWith('ratekeeper: '), message).toBe(true);
   expect(
-    fields.some((field) => message.includes(field)),
+    fields.some((field) => message.includes(field) || message.includes(field.replace(/`$/, '['))),
     `${message} names none of ${fields.join(', ')}`,
   ).toBe(true);
 }
