@@ -65,7 +65,7 @@ describe.skipIf(!haveChromium)('in headless Chromium, the built ESM core paces a
     origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
     ({ browser, page } = await openPage(`${origin}/`, pageErrors));
-  }, 15_000);
+  }, 90_000);
 
   afterAll(async () => {
     await browser?.close();

@@ -11,7 +11,8 @@ export async function openPage(url: string, errors: string[]): Promise<{ browser
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-    timeout: 10_000,
+    // A hang guard, not a speed check: on a loaded 2-core machine Chromium took over 10 s to start.
+    timeout: 60_000,
   });
   const page = await browser.newPage();
   page.on('pageerror', (error) => errors.push(error.message));

@@ -55,7 +55,7 @@ describe.skipIf(!haveChromium && process.env.CI !== 'true')('in headless Chromiu
     });
     await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
     ({ browser, page } = await openPage(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, pageErrors));
-  }, 20_000);
+  }, 90_000);
 
   afterAll(async () => {
     await browser?.close();
