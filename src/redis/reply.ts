@@ -72,7 +72,7 @@ export function readDecision(entry: unknown, limit: number): Decision | Error {
   return readEntry(entry, limit) ?? unexpected(entry);
 }
 
-/** The error of a reply no script of ours sends (an operation's, see key-operations.ts). */
+/** The error of a reply no script of ours sends (see protocol.ts). */
 export function unexpectedReply(reply: unknown): Error {
   return unexpected(reply);
 }
