@@ -159,7 +159,12 @@ export class RedisEngine implements StoreEngine {
     const send = () => runScript(this.#scriptClient, this.#script, keys, args, done, (error) => call.fail(error), () => {});
     const starting = this.#startUp?.();
     if (starting === undefined) send();
-    else void starting.then(send);
+    // Answered by its timeout meanwhile: the caller has its answer, and a late operation would
+    // still change the key (as the BatchSender drops such decisions).
+    else
+      void starting.then(() => {
+        if (!call.answered) send();
+      });
   }
 }
 
