@@ -81,12 +81,8 @@ export class BatchSender {
     const { client, script: lua, split, callerClock, startUp } = this.#options;
     const starting = startUp?.();
     if (starting !== undefined) {
-      // Calls whose deadline passed meanwhile were answered by the policy; the others go, in the
-      // order made, once the attempt has ended.
-      void starting.then(() => {
-        script.calls = script.calls.filter((call) => !call.answered);
-        if (script.calls.length > 0) this.#run(script);
-      });
+      // The calls go, in the order made, once the attempt has ended.
+      void starting.then(() => this.#resume(script));
       return;
     }
     const { calls, flight } = script;
@@ -121,13 +117,17 @@ export class BatchSender {
     if (--this.#inFlight === 0 && this.#held !== undefined) {
       const held = this.#held;
       this.#held = undefined;
-      for (const waiting of held) {
-        // Calls whose deadline passed while held were answered by the policy (which released the
-        // flight): sending them would only spend.
-        waiting.calls = waiting.calls.filter((call) => !call.answered);
-        if (waiting.calls.length > 0) this.#run(waiting);
-      }
+      for (const waiting of held) this.#resume(waiting);
     }
+  }
+
+  /**
+   * Sends a script call that was held back, less its calls whose deadline passed meanwhile: the
+   * layer answered those by the policy (which released the flight), and sending them would only spend.
+   */
+  #resume(script: ScriptCall): void {
+    script.calls = script.calls.filter((call) => !call.answered);
+    if (script.calls.length > 0) this.#run(script);
   }
 
   #settle(calls: Call[], reply: unknown): void {

@@ -92,9 +92,11 @@ describe.skipIf(!redisPort)('the first calls of a fresh process, made before the
     const released = new Promise<void>((resolve) => (release = resolve));
     const proxy = createServer((socket) => {
       socket.pause();
+      socket.on('error', () => {});
       sockets.push(socket);
       void released.then(() => {
         const upstream = connect(redisPort, '127.0.0.1');
+        upstream.on('error', () => {});
         sockets.push(upstream);
         socket.pipe(upstream).pipe(socket);
         socket.resume();
