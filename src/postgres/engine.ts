@@ -1,10 +1,10 @@
-import { coded, typeError } from '../core/errors';
+import { typeError } from '../core/errors';
 import type { Decision } from '../core/decision';
 import { type Rule, sharedPerRule } from '../core/rule';
 import { checkString, describe } from '../core/validate';
 import type { Flight } from '../store/coalescer';
 import type { StoreCall, StoreEngine } from '../store/engine';
-import { checkReply, toDecision } from '../store/reply';
+import { checkReply, toDecision, unexpectedReply } from '../store/reply';
 import type { Query } from './client';
 import { KeyOrder } from './key-order';
 import type { PostgresAlgorithm } from './plans';
@@ -128,7 +128,7 @@ export class PostgresEngine implements StoreEngine {
     const reply = replyNumbers(rows);
     const first = calls[0]!;
     if (first.op !== 'decide') {
-      if (!Array.isArray(reply)) this.#fail(calls, unexpectedReply(rows));
+      if (!Array.isArray(reply)) this.#fail(calls, unexpectedReply(rows, 'PostgreSQL'));
       else this.#answer(first, reply);
       return [];
     }
@@ -171,7 +171,3 @@ export class PostgresEngine implements StoreEngine {
 
 /** SQLSTATE lock_not_available: what a statement's `lock_timeout` ends it with. */
 const LOCK_NOT_AVAILABLE = '55P03';
-
-function unexpectedReply(rows: unknown): Error {
-  return coded(new Error(`ratekeeper: unexpected reply from PostgreSQL: ${describe(rows)}`), 'ERR_RATEKEEPER_STORE_REPLY');
-}

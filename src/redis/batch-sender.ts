@@ -1,18 +1,16 @@
 import type { Decision } from '../core/decision';
 import { type RedisScriptClient, runScript } from './client';
 import type { Flight as InFlight } from '../store/coalescer';
-import type { RefusalCache } from '../store/refusal-cache';
 import type { Bounded } from '../store/timeout';
 import { batchArguments, batchDecisions, type BatchCall } from './protocol';
 import type { LuaScript } from './scripts';
 
 /** One decision on its way to Redis, from the moment it was asked for until it is answered. */
 export interface Call extends Bounded, BatchCall {
-  readonly key: string;
-  /** The limiter's clock reading when the call was made; 0 when neither its clock nor its refusal cache reads one. */
-  readonly now: number;
-  readonly resolve: (decision: Decision | Promise<Decision>) => void;
-  readonly reject: (error: unknown) => void;
+  /** Answers the call with its decision. */
+  resolve(decision: Decision): void;
+  /** Answers the call as failed (the outage policy's turn). */
+  reject(error: unknown): void;
   /** The call's script call once handed to the sender, finished early if the call times out first. */
   script: ScriptCall | undefined;
 }
@@ -33,18 +31,14 @@ export interface SenderOptions {
   readonly split: number;
   /** Whether the limiter's own clock decides; otherwise the server's. */
   readonly callerClock: boolean;
-  readonly refusals: RefusalCache | undefined;
-  /** Answers one call from the outage policy, after reporting `error`. */
-  readonly fallback: (error: unknown, call: Call) => Decision | Promise<Decision>;
   /** What to wait for before sending, while the client's first connection is under way (see `startUp`). */
   readonly startUp: (() => Promise<void> | undefined) | undefined;
 }
 
 /**
  * Sends calls as one script call and answers each of them: with its own decision from the reply,
- * or, when the script call fails, with the outage policy's answer for its own key and permits. A
- * call whose own deadline passed first was answered by {@link timedOut}; the reply's decision for
- * it is dropped.
+ * or, when the script call fails, as failed. A call whose own deadline passed first was answered
+ * by the layer (see {@link timedOut}); the reply's decision for it is dropped.
  *
  * Script calls leave in the order made, so calls on one key run in that order. A NOSCRIPT reply
  * (the server lost its script cache) breaks that: the failed call goes again with EVAL, and by
@@ -72,12 +66,11 @@ export class BatchSender {
   };
 
   /**
-   * Answers a call whose deadline passed, by the outage policy. Its script call, if sent, stops
-   * holding anything back: a server that does not answer holds the next round, or the calls held
-   * during a reload, back no longer than the bound.
+   * A call whose deadline passed (answered already): its script call, if sent, stops holding
+   * anything back, so a server that does not answer holds the next round, or the calls held during
+   * a reload, back no longer than the bound.
    */
-  readonly timedOut = (call: Call, error: Error): void => {
-    call.resolve(this.#options.fallback(error, call));
+  readonly timedOut = (call: Call): void => {
     const script = call.script;
     if (script === undefined) return;
     script.flight.release();
@@ -88,12 +81,8 @@ export class BatchSender {
     const { client, script: lua, split, callerClock, startUp } = this.#options;
     const starting = startUp?.();
     if (starting !== undefined) {
-      // Calls whose deadline passed meanwhile were answered by the policy; the others go, in the
-      // order made, once the attempt has ended.
-      void starting.then(() => {
-        script.calls = script.calls.filter((call) => !call.answered);
-        if (script.calls.length > 0) this.#run(script);
-      });
+      // The calls go, in the order made, once the attempt has ended.
+      void starting.then(() => this.#resume(script));
       return;
     }
     const { calls, flight } = script;
@@ -128,17 +117,20 @@ export class BatchSender {
     if (--this.#inFlight === 0 && this.#held !== undefined) {
       const held = this.#held;
       this.#held = undefined;
-      for (const waiting of held) {
-        // Calls whose deadline passed while held were answered by the policy (which released the
-        // flight): sending them would only spend.
-        waiting.calls = waiting.calls.filter((call) => !call.answered);
-        if (waiting.calls.length > 0) this.#run(waiting);
-      }
+      for (const waiting of held) this.#resume(waiting);
     }
   }
 
+  /**
+   * Sends a script call that was held back, less its calls whose deadline passed meanwhile: the
+   * layer answered those by the policy (which released the flight), and sending them would only spend.
+   */
+  #resume(script: ScriptCall): void {
+    script.calls = script.calls.filter((call) => !call.answered);
+    if (script.calls.length > 0) this.#run(script);
+  }
+
   #settle(calls: Call[], reply: unknown): void {
-    const { refusals, fallback } = this.#options;
     let results: (Decision | Error)[];
     try {
       results = batchDecisions(reply, calls);
@@ -154,10 +146,9 @@ export class BatchSender {
       if (result instanceof Error) {
         // This key's decision failed inside the script (say, the key holds a list); the other
         // decisions of the batch stand.
-        call.resolve(fallback(result, call));
+        call.reject(result);
         continue;
       }
-      if (!result.allowed) refusals?.remember(call.key, call.permits, call.now, result);
       call.resolve(result);
     }
   }
@@ -166,7 +157,7 @@ export class BatchSender {
     for (const call of calls) {
       if (call.answered) continue;
       call.answered = true;
-      call.resolve(this.#options.fallback(error, call));
+      call.reject(error);
     }
   }
 }

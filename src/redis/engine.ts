@@ -1,15 +1,13 @@
 import type { Decision } from '../core/decision';
-import { reject } from '../core/decision';
 import type { Rule } from '../core/rule';
 import { checkString } from '../core/validate';
 import type { Flight } from '../store/coalescer';
 import type { StoreCall, StoreEngine } from '../store/engine';
 import { BatchSender, type Call } from './batch-sender';
-import { clientKeyPrefix, isClientClosed, isClusterClient, type RedisScriptClient } from './client';
-import { KeyOperations } from './key-operations';
-import { type KeyOperation, legacySplit, operationDecision, operationDone, receiptId } from './protocol';
+import { clientKeyPrefix, isClientClosed, isClusterClient, runScript, type RedisScriptClient } from './client';
+import { type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, receiptId } from './protocol';
 import { startUp } from './readiness';
-import type { ScriptPlan } from './scripts';
+import type { LuaScript, ScriptPlan } from './scripts';
 import { hashSlot } from './slot';
 import { RedisTimeoutError } from './timeout';
 
@@ -20,15 +18,8 @@ import { RedisTimeoutError } from './timeout';
  */
 const MAX_BATCH = 16;
 
-/**
- * Handed to the sender's `resolve` when a call failed: the layer has answered it already (through
- * `fail`), by the outage policy, so this placeholder is dropped.
- */
-const ANSWERED: Decision = reject(1, 0, 1, 1);
-
 /** A layer call as the BatchSender sees it: it answers the layer's call. */
 class SenderCall implements Call {
-  readonly key: string;
   readonly redisKey: string;
   readonly permits: number;
   readonly now: number;
@@ -40,7 +31,6 @@ class SenderCall implements Call {
 
   constructor(call: StoreCall, redisKey: string) {
     this.call = call;
-    this.key = call.key;
     this.redisKey = redisKey;
     this.permits = call.amount;
     this.now = call.now ?? 0;
@@ -49,8 +39,8 @@ class SenderCall implements Call {
     call.sent = this;
   }
 
-  resolve(decision: Decision | Promise<Decision>): void {
-    if (decision !== ANSWERED) this.call.answer(decision as Decision);
+  resolve(decision: Decision): void {
+    this.call.answer(decision);
   }
 
   reject(error: unknown): void {
@@ -61,7 +51,7 @@ class SenderCall implements Call {
 /**
  * Redis (and Valkey, Upstash) under the store layer: decisions go to one {@link BatchSender}, which
  * keeps NOSCRIPT reloads in order, each call carrying its rule (src/redis/protocol.ts sends a
- * batch's rule once when its calls share it); key operations go alone through {@link KeyOperations}.
+ * batch's rule once when its calls share it); key operations go alone, one script call each.
  *
  * A Redis key is the limiter's namespace (`prefix + name? + algorithm + ':'`, no rule: the state
  * records its rule) and the caller's key. The layer's store key still names the rule (it keys the
@@ -80,7 +70,11 @@ export class RedisEngine implements StoreEngine {
   readonly #namespace: string;
   readonly #slotPrefix: string | undefined;
   readonly #sender: BatchSender;
-  readonly #operations: KeyOperations;
+  readonly #scriptClient: RedisScriptClient;
+  readonly #script: LuaScript;
+  readonly #split: number;
+  /** What to wait for before sending, while the client's first connection is under way (see `startUp`). */
+  readonly #startUp: (() => Promise<void> | undefined) | undefined;
 
   /** @throws TypeError for an ioredis `keyPrefix` that is no string. */
   constructor(client: unknown, scriptClient: RedisScriptClient, plan: ScriptPlan, callerClock: boolean, namespace: string) {
@@ -89,23 +83,11 @@ export class RedisEngine implements StoreEngine {
     this.ordered = scriptClient.ordered === true;
     const cluster = isClusterClient(client);
     this.#slotPrefix = cluster ? clientKeyPrefix(client) : undefined;
-    const split = cluster ? 0 : keyPrefixBytes(client) + legacySplit(namespace);
-    const starting = startUp(client);
-    this.#sender = new BatchSender({
-      client: scriptClient,
-      script: plan.script,
-      split,
-      callerClock,
-      // The layer remembers refusals and answers failures (see SenderCall).
-      refusals: undefined,
-      fallback: (error, call) => {
-        (call as SenderCall).call.fail(error);
-        return ANSWERED;
-      },
-      startUp: starting,
-    });
-    // Unbounded here: the layer bounds every call.
-    this.#operations = new KeyOperations({ client: scriptClient, script: plan.script, split, clock: undefined, timeoutMs: Infinity, startUp: starting });
+    this.#scriptClient = scriptClient;
+    this.#script = plan.script;
+    this.#split = cluster ? 0 : keyPrefixBytes(client) + legacySplit(namespace);
+    this.#startUp = startUp(client);
+    this.#sender = new BatchSender({ client: scriptClient, script: plan.script, split: this.#split, callerClock, startUp: this.#startUp });
   }
 
   checkKey(key: string): void {
@@ -130,7 +112,7 @@ export class RedisEngine implements StoreEngine {
     if (sent === undefined || sent.answered) return;
     sent.answered = true;
     // The layer has answered the call; the sender only lets go of what the call held back.
-    this.#sender.timedOut(sent, new RedisTimeoutError(Infinity));
+    this.#sender.timedOut(sent);
   }
 
   timeoutError(timeoutMs: number, what?: string): Error {
@@ -146,7 +128,11 @@ export class RedisEngine implements StoreEngine {
     return this.#namespace + storeKey.slice(this.#namespace.length).replace(RULE, '');
   }
 
-  /** One key operation, alone: one script call on its key (atomic, Cluster-safe). */
+  /**
+   * One key operation, alone: one script call on its key (atomic, Cluster-safe), never batched with
+   * decisions. Operations are rare next to decisions: a decision in flight is not held back for
+   * them, nor they for it (`await` orders them).
+   */
   #operate(call: StoreCall): void {
     const { op, amount, now, rule } = call;
     // A reset is the same at any time: it reads no clock.
@@ -154,14 +140,9 @@ export class RedisEngine implements StoreEngine {
     // A reservation's receipt is the id it is kept under in the key, drawn here; a charge with one
     // settles that reservation above what it reserved.
     const receipt = op === 'reserve' ? receiptId() : (call.receipt as string | undefined);
-    const args = op === 'reset' ? [] : receipt === undefined ? [String(amount)] : [String(amount), receipt];
-    let reply: Promise<unknown>;
-    try {
-      reply = this.#operations.run(this.#namespace + call.key, op as KeyOperation, reading, rule, args);
-    } catch (error) {
-      return call.fail(error);
-    }
-    reply.then((reply) => {
+    const rest = op === 'reset' ? [] : receipt === undefined ? [String(amount)] : [String(amount), receipt];
+    const { keys, args } = operationArguments(this.#namespace + call.key, op as KeyOperation, reading, this.#split, rule, rest);
+    const done = (reply: unknown) => {
       try {
         if (op === 'block' || op === 'reset') {
           operationDone(reply, rule.limit);
@@ -174,7 +155,16 @@ export class RedisEngine implements StoreEngine {
       } catch (error) {
         call.fail(error);
       }
-    }, (error: unknown) => call.fail(error));
+    };
+    const send = () => runScript(this.#scriptClient, this.#script, keys, args, done, (error) => call.fail(error), () => {});
+    const starting = this.#startUp?.();
+    if (starting === undefined) send();
+    // Answered by its timeout meanwhile: the caller has its answer, and a late operation would
+    // still change the key (as the BatchSender drops such decisions).
+    else
+      void starting.then(() => {
+        if (!call.answered) send();
+      });
   }
 }
 

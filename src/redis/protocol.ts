@@ -1,6 +1,7 @@
 import type { Decision } from '../core/decision';
 import type { Rule } from '../core/rule';
-import { readDecision, unexpectedReply } from './reply';
+import { unexpectedReply } from '../store/reply';
+import { readDecision } from './reply';
 
 // What the scripts take and give back (their dispatch is described in src/redis/lua/shell.ts), as
 // pure functions: the senders only add timing, ordering and the client.
@@ -92,7 +93,7 @@ export function receiptId(): string {
  * error for every call of the batch.
  */
 export function batchDecisions(reply: unknown, calls: readonly BatchCall[]): (Decision | Error)[] {
-  if (!Array.isArray(reply) || reply.length !== calls.length) throw unexpectedReply(reply);
+  if (!Array.isArray(reply) || reply.length !== calls.length) throw unexpectedReply(reply, 'Redis');
   const results: (Decision | Error)[] = [];
   for (let i = 0; i < calls.length; i++) {
     const entry: unknown = reply[i];
@@ -113,5 +114,5 @@ export function operationDecision(reply: unknown, limit: number): Decision {
 /** Checks the reply of an operation that answers nothing ('OK'). */
 export function operationDone(reply: unknown, limit: number): void {
   if (reply === 'OK') return;
-  throw typeof reply === 'string' && reply.startsWith('E ') ? (readDecision(reply, limit) as Error) : unexpectedReply(reply);
+  throw typeof reply === 'string' && reply.startsWith('E ') ? (readDecision(reply, limit) as Error) : unexpectedReply(reply, 'Redis');
 }

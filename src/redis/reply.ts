@@ -1,23 +1,5 @@
 import { allow, type Decision, reject } from '../core/decision';
-import { coded } from '../core/errors';
-import { describe } from '../core/validate';
-
-/**
- * Reads a script's reply for `count` decisions: one string per decision, `A remaining
- * resetAfterMs`, `R remaining retryAfterMs resetAfterMs` or `E message` (see batchScript). Each
- * entry becomes its decision, or the error of its own key. A reply of any other shape (a wrongly
- * wired adapter, a foreign script) throws, and is a store error for every call of the batch.
- */
-export function readReply(reply: unknown, count: number, limit: number): (Decision | Error)[] {
-  if (!Array.isArray(reply) || reply.length !== count) throw unexpected(reply);
-  const results: (Decision | Error)[] = [];
-  for (const entry of reply) {
-    const result = readEntry(entry, limit);
-    if (result === undefined) throw unexpected(entry);
-    results.push(result);
-  }
-  return results;
-}
+import { unexpectedReply } from '../store/reply';
 
 /**
  * Reads one entry in place, character by character: this runs once per decision, and splitting it
@@ -63,16 +45,11 @@ const SPACE = 32;
 const ZERO = 48;
 const NINE = 57;
 
-function unexpected(reply: unknown): Error {
-  return coded(new Error(`ratekeeper: unexpected reply from Redis: ${describe(reply)}`), 'ERR_RATEKEEPER_STORE_REPLY');
-}
-
-/** One entry of a reply (see {@link readReply}): its decision, or the error of its key. */
+/**
+ * One entry of a script's reply (`A remaining resetAfterMs`, `R remaining retryAfterMs
+ * resetAfterMs` or `E message`, as src/redis/lua writes them): its decision, the error of its own key, or the
+ * error of an entry no script of ours writes.
+ */
 export function readDecision(entry: unknown, limit: number): Decision | Error {
-  return readEntry(entry, limit) ?? unexpected(entry);
-}
-
-/** The error of a reply no script of ours sends (an operation's, see key-operations.ts). */
-export function unexpectedReply(reply: unknown): Error {
-  return unexpected(reply);
+  return readEntry(entry, limit) ?? unexpectedReply(entry, 'Redis');
 }

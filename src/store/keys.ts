@@ -5,18 +5,11 @@ import type { Rule } from '../core/rule';
 
 /**
  * What every key of a limiter starts with under `rule`: its store key is this plus the caller's
- * key. Today's layout embeds the rule, `prefix + (name + ':')? + algorithm + ':' + limit + '/' +
- * windowMs + ':'`, so limiters with different rules keep apart; it is also {@link legacyNamespace}.
+ * key. It embeds the rule, `prefix + (name + ':')? + algorithm + ':' + limit + '/' + windowMs + ':'`
+ * (the layout the previous versions wrote keys under; PostgreSQL had no `name`), so that a layer's
+ * store key names its rule; the engines leave the rule out of the key they store under.
  */
 export function storeNamespace(prefix: string, name: string | undefined, algorithm: string, rule: Rule): string {
-  return legacyNamespace(prefix, name, algorithm, rule);
-}
-
-/**
- * The namespace the previous versions wrote a key under, for reading it once the layout changes:
- * the rule embedded (PostgreSQL had no `name`, which is then undefined).
- */
-export function legacyNamespace(prefix: string, name: string | undefined, algorithm: string, rule: Rule): string {
   return `${ruleFreeNamespace(prefix, name, algorithm)}${rule.limit}/${rule.windowMs}:`;
 }
 

@@ -12,7 +12,12 @@ export function checkReply(reply: unknown, count: number, store: string): number
     const numbers = reply.map(Number);
     if (numbers.every(Number.isFinite)) return numbers;
   }
-  throw coded(new Error(`ratekeeper: unexpected reply from ${store}: ${describe(reply)}`), 'ERR_RATEKEEPER_STORE_REPLY');
+  throw unexpectedReply(reply, store);
+}
+
+/** The error of a reply none of ours is (a wrongly wired adapter, a foreign script or function): a store error. */
+export function unexpectedReply(reply: unknown, store: string): Error {
+  return coded(new Error(`ratekeeper: unexpected reply from ${store}: ${describe(reply)}`), 'ERR_RATEKEEPER_STORE_REPLY');
 }
 
 /** The `index`-th decision of a checked reply; a refusal always waits at least 1 ms, so 0 marks an allowance. */

@@ -3,14 +3,19 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
 import { allow, reject } from '../../src/core/decision';
-import { readReply } from '../../src/redis/reply';
+import { Rule } from '../../src/core/rule';
+import { batchDecisions } from '../../src/redis/protocol';
 
 /** A whole number as the scripts write it with '%.17g': plain digits below 2^53. */
 const whole = fc.oneof(fc.integer({ min: 0, max: 1000 }), fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }));
 const written = (n: number) => n.toFixed(0);
 const limit = Number.MAX_SAFE_INTEGER;
 
-describe('readReply', () => {
+/** The decisions of a reply to `count` calls under a rule of `limit` permits. */
+const readReply = (reply: unknown, count: number, limit: number) =>
+  batchDecisions(reply, Array.from({ length: count }, () => ({ redisKey: 'k', permits: 1, now: 0, rule: new Rule(limit, 1000) })));
+
+describe('batchDecisions', () => {
   test.prop([whole, whole])('an allowance reads back exactly', (remaining, reset) => {
     expect(readReply([`A ${written(remaining)} ${written(reset)}`], 1, limit)).toEqual([allow(limit, remaining, reset)]);
   });

@@ -1,12 +1,14 @@
 // src/redis/readiness.ts through RedisRateLimiter (issue 23, the start-up bullet): the README and
 // docs/redis.md advise a client without an offline queue, which fails every command made before its
 // 'ready'. A fresh process's first calls must still be decided by Redis, not by the outage policy.
+import { once } from 'node:events';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { describe, expect, test } from 'vitest';
 import { Rule } from '../../src/index';
 import { RedisRateLimiter, type RedisClientLike } from '../../src/redis';
-import { redisPort, uniquePrefix } from './helpers/clients';
+import { ioredisClient, redisPort, uniquePrefix } from './helpers/clients';
 
 /** A client made now and not yet ready, as in a process that has just started, and how to close it. */
 function fresh(name: 'ioredis' | 'node-redis'): { client: RedisClientLike; close: () => Promise<unknown> } {
@@ -79,6 +81,49 @@ describe.skipIf(!redisPort)('the first calls of a fresh process, made before the
       expect(await limiter.peek('k', 0)).toMatchObject({ allowed: true, remaining: 0, degraded: 'store-error' });
     } finally {
       client.disconnect();
+    }
+  });
+
+  test('a key operation its timeout answered while the first connection was under way is not sent once it is up', async () => {
+    // A loopback proxy that accepts the client's connection and passes nothing on until released:
+    // the first connection stays under way for as long as the test likes, so every bound passes.
+    const sockets: Socket[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const proxy = createServer((socket) => {
+      socket.pause();
+      socket.on('error', () => {});
+      sockets.push(socket);
+      void released.then(() => {
+        const upstream = connect(redisPort, '127.0.0.1');
+        upstream.on('error', () => {});
+        sockets.push(upstream);
+        socket.pipe(upstream).pipe(socket);
+        socket.resume();
+      });
+    });
+    proxy.listen(0, '127.0.0.1');
+    await once(proxy, 'listening');
+    const client = new Redis({ port: (proxy.address() as AddressInfo).port, host: '127.0.0.1', enableOfflineQueue: false });
+    client.on('error', () => {});
+    const direct = ioredisClient();
+    try {
+      const options = { algorithm: 'fixed-window', rule: new Rule(3, 60_000), onStoreError: 'deny', prefix: uniquePrefix('start-up-operations') } as const;
+      const limiter = new RedisRateLimiter({ ...options, client, timeoutMs: 1 });
+      await expect(limiter.charge('charged', 3)).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_STORE_TIMEOUT' });
+      await expect(limiter.block('blocked', 60_000)).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_STORE_TIMEOUT' });
+      expect((await limiter.reserve('reserved', 3)).decision).toMatchObject({ allowed: false, degraded: 'store-timeout' });
+      release();
+      await once(client, 'ready');
+      // Anything sent late on this connection is ahead of this round trip.
+      await client.ping();
+      const observer = new RedisRateLimiter({ ...options, client: direct });
+      for (const key of ['charged', 'blocked', 'reserved']) expect(await observer.peek(key, 0)).toStrictEqual({ allowed: true, limit: 3, remaining: 3, retryAfterMs: 0, resetAfterMs: 0 });
+    } finally {
+      client.disconnect();
+      direct.disconnect();
+      for (const socket of sockets) socket.destroy();
+      proxy.close();
     }
   });
 });
