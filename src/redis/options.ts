@@ -38,8 +38,9 @@ export interface RedisRateLimiterOptions<R extends Rule | RuleOf = Rule> {
    */
   onStoreError: StoreErrorPolicy;
   /**
-   * Starts every Redis key. The full key is `prefix + algorithm + ':' + limit + '/' + windowMs + ':' + key`
-   * (with a `name`, `prefix + name + ':' + algorithm + ...`), so limiters with different rules never share state.
+   * Starts every Redis key. The full key is `prefix + algorithm + ':' + key` (with a `name`,
+   * `prefix + name + ':' + algorithm + ':' + key`): the key remembers its rule, so limiters with
+   * different rules under one prefix share each key's usage unless their names differ.
    * @default 'ratekeeper:'
    */
   prefix?: string | undefined;
