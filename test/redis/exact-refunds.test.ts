@@ -18,18 +18,6 @@ const buckets = [
 describe.skipIf(!redisPort)('exact bucket refunds over Redis', () => {
   const redis = useIoredis();
 
-  test.each(buckets)('%s: ten reservations of 1000 on perMinute(10 000) settled in reverse order, odd ones cancelled, even ones at 500, leave 7500', async (algorithm) => {
-    const clock = new ManualClock(1_700_000_000_000);
-    const limiter = new RedisRateLimiter({ client: redis, algorithm, rule: Rule.perMinute(10_000), onStoreError: 'deny', clock, prefix: uniquePrefix('issue') });
-    const reservations: AsyncReservation[] = [];
-    for (let i = 0; i < 10; i++) reservations.push(await limiter.reserve('k', 1000));
-    for (let i = 9; i >= 0; i--) {
-      if (i % 2 === 1) await reservations[i]!.cancel();
-      else await reservations[i]!.settle(500);
-    }
-    expect(await limiter.peek('k', 0)).toMatchObject({ remaining: 7500 });
-  });
-
   test.each(['token-bucket', 'leaky-bucket', 'fixed-window', 'sliding-window-counter', 'sliding-window-log'] as const)(
     '%s: a key keeps receipts for its 64 newest outstanding reservations; the 65th voids the oldest, whose refund gives nothing',
     async (algorithm) => {

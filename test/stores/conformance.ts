@@ -399,6 +399,28 @@ export function storeConformance(store: StoreUnderTest): void {
         if (algorithm === 'token-bucket' || algorithm === 'leaky-bucket') expect(now.remaining).toBe(2);
       });
 
+      test.each(algorithmNames)("%s: issue 24's example: ten reservations of 1000 on perMinute(10 000) settled last first (odd ones cancelled, even ones at 500) decide as in memory, a bucket left at 7500", async (algorithm) => {
+        const rule = Rule.perMinute(10_000);
+        const clock = new ManualClock(1_700_000_000_000);
+        const memory = new KeyedRateLimiter({ algorithm: () => new twins[algorithm](rule), clock });
+        const limiter = open.limiter({ algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('overlapping'), timeoutMs: 5_000 }) as AccountingLimiter;
+        const reservations = [];
+        for (let i = 0; i < 10; i++) reservations.push([memory.reserve('k', 1000), await limiter.reserve('k', 1000)] as const);
+        for (let i = 9; i >= 0; i--) {
+          const [twin, stored] = reservations[i]!;
+          if (i % 2 === 1) {
+            twin.cancel();
+            await stored.cancel();
+          } else {
+            twin.settle(500);
+            await stored.settle(500);
+          }
+        }
+        const now = await limiter.peek('k', 0);
+        expect(now).toStrictEqual(memory.peek('k', 0));
+        if (algorithm === 'token-bucket' || algorithm === 'leaky-bucket') expect(now.remaining).toBe(7500);
+      });
+
       test.each(algorithmNames)('%s: a reservation cancelled at once gives back everything, and settles once', async (algorithm) => {
         const limiter = open.limiter({ algorithm, rule: new Rule(10, 1e12), onStoreError: 'deny', prefix: uniquePrefix('cancel'), timeoutMs: 5_000 }) as AccountingLimiter;
         const reservation = await limiter.reserve('k', 4);
