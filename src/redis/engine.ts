@@ -5,9 +5,9 @@ import type { Flight } from '../store/coalescer';
 import type { StoreCall, StoreEngine } from '../store/engine';
 import { BatchSender, type Call } from './batch-sender';
 import { clientKeyPrefix, isClientClosed, isClusterClient, runScript, type RedisScriptClient } from './client';
-import { type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, receiptId } from './protocol';
+import { ABSENT, CLUSTER_SPLIT, GIVEN_SPLIT, legacySplit, operationArguments, operationDecision, operationDone, previousKeyArguments, receiptId } from './protocol';
 import { startUp } from './readiness';
-import type { LuaScript, ScriptPlan } from './scripts';
+import { type LuaScript, PREVIOUS_KEY, type ScriptPlan } from './scripts';
 import { hashSlot } from './slot';
 import { RedisTimeoutError } from './timeout';
 
@@ -28,10 +28,12 @@ class SenderCall implements Call {
   answered = false;
   script: Call['script'] = undefined;
   readonly call: StoreCall;
+  readonly #absent: (call: StoreCall, redisKey: string) => void;
 
-  constructor(call: StoreCall, redisKey: string) {
+  constructor(call: StoreCall, redisKey: string, absent: (call: StoreCall, redisKey: string) => void) {
     this.call = call;
     this.redisKey = redisKey;
+    this.#absent = absent;
     this.permits = call.amount;
     this.now = call.now ?? 0;
     this.rule = call.rule;
@@ -46,6 +48,28 @@ class SenderCall implements Call {
   reject(error: unknown): void {
     this.call.fail(error);
   }
+
+  absent(): void {
+    this.#absent(this.call, this.redisKey);
+  }
+}
+
+/**
+ * A call whose key a cluster found absent, while the engine adopts what the previous version wrote
+ * for it (see RedisEngine's #adopt): `finish` lets the next such call on its key go, once.
+ */
+class Adoption {
+  #next: (() => void) | undefined;
+
+  constructor(next: () => void) {
+    this.#next = next;
+  }
+
+  readonly finish = (): void => {
+    const next = this.#next;
+    this.#next = undefined;
+    next?.();
+  };
 }
 
 /**
@@ -55,11 +79,12 @@ class SenderCall implements Call {
  *
  * A Redis key is the limiter's namespace (`prefix + name? + algorithm + ':'`, no rule: the state
  * records its rule) and the caller's key. The layer's store key still names the rule (it keys the
- * refusal cache): the Redis key is that less its `limit/windowMs:`. On standalone servers the
- * scripts also look, on a key's first call, for what the previous version wrote under the rule's
- * name (`split`, see legacySplit); on a cluster that key is in another slot, out of reach. On a
- * cluster a batch holds keys of one hash slot, computed on the key the server sees (ioredis's
- * `keyPrefix` included).
+ * refusal cache): the Redis key is that less its `limit/windowMs:`, and the store key is what the
+ * previous version named the key. On standalone servers the scripts also look, on a key's first
+ * call, for what the previous version wrote there (`split`, see legacySplit). On a cluster that
+ * key is in another slot: a call that finds its key absent is answered by the engine in three
+ * steps (see #adopt). On a cluster a batch holds keys of one hash slot, computed on the key the
+ * server sees (ioredis's `keyPrefix` included).
  */
 export class RedisEngine implements StoreEngine {
   readonly store = 'Redis';
@@ -73,8 +98,14 @@ export class RedisEngine implements StoreEngine {
   readonly #scriptClient: RedisScriptClient;
   readonly #script: LuaScript;
   readonly #split: number;
+  readonly #previous: ScriptPlan['previous'];
   /** What to wait for before sending, while the client's first connection is under way (see `startUp`). */
   readonly #startUp: (() => Promise<void> | undefined) | undefined;
+  /**
+   * On a cluster, the Redis keys being adopted (see #adopt), each with the calls on it that found
+   * it absent meanwhile, or reset it, waiting in the order made.
+   */
+  readonly #adopting = new Map<string, (() => void)[]>();
 
   /** @throws TypeError for an ioredis `keyPrefix` that is no string. */
   constructor(client: unknown, scriptClient: RedisScriptClient, plan: ScriptPlan, callerClock: boolean, namespace: string) {
@@ -85,7 +116,8 @@ export class RedisEngine implements StoreEngine {
     this.#slotPrefix = cluster ? clientKeyPrefix(client) : undefined;
     this.#scriptClient = scriptClient;
     this.#script = plan.script;
-    this.#split = cluster ? 0 : keyPrefixBytes(client) + legacySplit(namespace);
+    this.#split = cluster ? CLUSTER_SPLIT : keyPrefixBytes(client) + legacySplit(namespace);
+    this.#previous = plan.previous;
     this.#startUp = startUp(client);
     this.#sender = new BatchSender({ client: scriptClient, script: plan.script, split: this.#split, callerClock, startUp: this.#startUp });
   }
@@ -102,12 +134,15 @@ export class RedisEngine implements StoreEngine {
     const [first] = calls;
     if (first!.op !== 'decide') return this.#operate(first!);
     this.#sender.send(
-      calls.map((call) => new SenderCall(call, this.#namespace + call.key)),
+      calls.map((call) => new SenderCall(call, this.#namespace + call.key, this.#adopt)),
       flight,
     );
   }
 
   timedOut(call: StoreCall): void {
+    // An adoption not answered in time lets the next call on its key go: a server that does not
+    // answer holds them back no longer than the bound.
+    if (call.sent instanceof Adoption) return call.sent.finish();
     const sent = call.sent as SenderCall | undefined;
     if (sent === undefined || sent.answered) return;
     sent.answered = true;
@@ -131,32 +166,15 @@ export class RedisEngine implements StoreEngine {
   /**
    * One key operation, alone: one script call on its key (atomic, Cluster-safe), never batched with
    * decisions. Operations are rare next to decisions: a decision in flight is not held back for
-   * them, nor they for it (`await` orders them).
+   * them, nor they for it (`await` orders them). On a cluster a reset also deletes the previous
+   * version's key, after any adoption of its key under way.
    */
   #operate(call: StoreCall): void {
-    const { op, amount, now, rule } = call;
-    // A reset is the same at any time: it reads no clock.
-    const reading = op === 'reset' || now === undefined ? '' : String(now);
-    // A reservation's receipt is the id it is kept under in the key, drawn here; a charge with one
-    // settles that reservation above what it reserved.
-    const receipt = op === 'reserve' ? receiptId() : (call.receipt as string | undefined);
-    const rest = op === 'reset' ? [] : receipt === undefined ? [String(amount)] : [String(amount), receipt];
-    const { keys, args } = operationArguments(this.#namespace + call.key, op as KeyOperation, reading, this.#split, rule, rest);
-    const done = (reply: unknown) => {
-      try {
-        if (op === 'block' || op === 'reset') {
-          operationDone(reply, rule.limit);
-          call.answer(undefined);
-        } else {
-          const decision = operationDecision(reply, rule.limit);
-          if (op === 'reserve' && decision.allowed) call.answer(decision, receipt);
-          else call.answer(decision);
-        }
-      } catch (error) {
-        call.fail(error);
-      }
+    const redisKey = this.#namespace + call.key;
+    const send = () => {
+      if (call.op === 'reset' && this.#split === CLUSTER_SPLIT) this.#inTurn(call, redisKey, (finish) => this.#resetCluster(call, redisKey, finish));
+      else this.#run(call, redisKey, undefined, NOTHING);
     };
-    const send = () => runScript(this.#scriptClient, this.#script, keys, args, done, (error) => call.fail(error), () => {});
     const starting = this.#startUp?.();
     if (starting === undefined) send();
     // Answered by its timeout meanwhile: the caller has its answer, and a late operation would
@@ -166,7 +184,125 @@ export class RedisEngine implements StoreEngine {
         if (!call.answered) send();
       });
   }
+
+  /**
+   * Sends one call alone and answers it: an operation, or on a cluster's second try (`given`, what
+   * was read of the previous key) a decision too. Once a second try has adopted the previous key
+   * (neither a peek, which writes nothing, nor a failure) that key is deleted before the answer;
+   * should that fail, the adopted key's expiry is at least what the previous key had left, so it is
+   * never adopted again.
+   */
+  #run(call: StoreCall, redisKey: string, given: [string, string] | undefined, finish: () => void): void {
+    const { op, amount, now, rule } = call;
+    // A reset is the same at any time: it reads no clock.
+    const reading = op === 'reset' || now === undefined ? '' : String(now);
+    // A reservation's receipt is the id it is kept under in the key, drawn here; a charge with one
+    // settles that reservation above what it reserved.
+    const receipt = op === 'reserve' ? receiptId() : (call.receipt as string | undefined);
+    const rest = op === 'reset' ? [] : receipt === undefined ? [String(amount)] : [String(amount), receipt];
+    const split = given === undefined ? this.#split : GIVEN_SPLIT;
+    const { keys, args } = operationArguments(redisKey, op, reading, split, rule, given === undefined ? rest : [...given, ...rest]);
+    const done = (reply: unknown) => {
+      finish();
+      if (reply === ABSENT && given === undefined) return this.#adopt(call, redisKey);
+      let answer: () => void;
+      try {
+        if (op === 'block' || op === 'reset') {
+          operationDone(reply, rule.limit);
+          answer = () => call.answer(undefined);
+        } else {
+          const decision = operationDecision(reply, rule.limit);
+          answer = op === 'reserve' && decision.allowed ? () => call.answer(decision, receipt) : () => call.answer(decision);
+        }
+      } catch (error) {
+        return call.fail(error);
+      }
+      // Answered once the previous key is gone, so that the caller never sees both.
+      if (given !== undefined && given[1] !== '-2' && op !== 'peek') this.#previousKey(call, 'DEL', answer, answer);
+      else answer();
+    };
+    runScript(this.#scriptClient, this.#script, keys, args, done, (error) => {
+      finish();
+      call.fail(error);
+    }, () => {});
+  }
+
+  /**
+   * A call whose key a cluster found absent: the previous version's key (the layer's store key, in
+   * another slot) is read by a script of its own, and the call goes again with what it held, which
+   * the script adopts only if the key is still absent, so that two processes (or two calls) never
+   * adopt it twice. Calls on one key that find it absent meanwhile go after it, in the order made,
+   * so that they still decide in that order. Each step is sent only while the call is unanswered:
+   * its timeout ends the sequence (and lets the next call on the key go).
+   */
+  readonly #adopt = (call: StoreCall, redisKey: string): void => {
+    this.#inTurn(call, redisKey, (finish) =>
+      this.#previousKey(
+        call,
+        this.#previous,
+        (reply) => {
+          if (call.answered) return finish();
+          let given: [string, string];
+          try {
+            given = previousKeyArguments(reply);
+          } catch (error) {
+            finish();
+            return call.fail(error);
+          }
+          this.#run(call, redisKey, given, finish);
+        },
+        (error) => {
+          finish();
+          call.fail(error);
+        },
+      ),
+    );
+  };
+
+  /**
+   * A reset on a cluster: the previous version's key in its own slot, then the key (the other way
+   * round, a call between the two could adopt the previous key again).
+   */
+  #resetCluster(call: StoreCall, redisKey: string, finish: () => void): void {
+    this.#previousKey(
+      call,
+      'DEL',
+      () => (call.answered ? finish() : this.#run(call, redisKey, undefined, finish)),
+      (error) => {
+        finish();
+        call.fail(error);
+      },
+    );
+  }
+
+  /** Runs PREVIOUS_KEY (`what` it does) on the previous version's key of `call`. */
+  #previousKey(call: StoreCall, what: 'GET' | 'ZRANGE' | 'DEL', done: (reply: unknown) => void, failed: (error: unknown) => void): void {
+    runScript(this.#scriptClient, PREVIOUS_KEY, [call.storeKey], [what], done, failed, () => {});
+  }
+
+  /**
+   * Runs `step` for `call` on `redisKey` once no earlier adoption or cluster reset of that key is
+   * under way; `step` calls `finish` once done. A call answered meanwhile (its timeout) is skipped.
+   */
+  #inTurn(call: StoreCall, redisKey: string, step: (finish: () => void) => void): void {
+    const start = () => {
+      const adoption = new Adoption(() => {
+        const next = this.#adopting.get(redisKey)!.shift();
+        if (next === undefined) this.#adopting.delete(redisKey);
+        else next();
+      });
+      if (call.answered) return adoption.finish();
+      call.sent = adoption;
+      step(adoption.finish);
+    };
+    const waiting = this.#adopting.get(redisKey);
+    if (waiting !== undefined) return void waiting.push(start);
+    this.#adopting.set(redisKey, []);
+    start();
+  }
 }
+
+const NOTHING = (): void => {};
 
 /**
  * The bytes a standalone client puts before every key (ioredis's `keyPrefix`), which may be a

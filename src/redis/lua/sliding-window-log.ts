@@ -1,3 +1,4 @@
+import { ABSENT, CLUSTER_SPLIT } from '../protocol';
 import { dispatch, topLevelLocals } from './shell';
 import { LEGACY_KEY, PRELUDE } from './prelude';
 
@@ -173,13 +174,25 @@ end
 -- and receipts. A log counted under another rule is replaced by one grant now of what it counted
 -- (up to r's debt bound), keeping its block; the previous version's log (for r) is renamed to the
 -- key, its meta member ('meta:<block end>:<stamp>') replaced. With writes false (a peek) nothing is
--- written: a carried log answers with its count (the last value), an adopted one with its key.
+-- written: a carried log answers with its count (the fifth value), an adopted one with its key (on a
+-- cluster the key itself, holding the log given until the peek removes it: the sixth value).
+-- split as in the string shell's load.
 function load(key, r, now, split, writes)
   local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   if not head[1] then
-    if split == 0 then return nil, -math.huge, {}, key end
-    local old_key = legacy_key(key, r, split)
-    local first = redis.call('ZRANGE', old_key, 0, 0, 'WITHSCORES')
+    local old_key, first
+    if type(split) == 'table' then
+      -- A cluster's second try: the previous log as the engine read it in its own slot, members and
+      -- scores space-separated, and its PTTL (-2: no key, and so no members).
+      first = {}
+      for member, score in string.gmatch(split[1], '(%S+) (%S+)') do first[#first + 1], first[#first + 2] = member, score end
+    elseif split == ${CLUSTER_SPLIT} then
+      -- A cluster's first try: the previous log is in another slot, which the engine reads.
+      error('${ABSENT}', 0)
+    else
+      old_key = legacy_key(key, r, split)
+      first = redis.call('ZRANGE', old_key, 0, 0, 'WITHSCORES')
+    end
     if not first[1] then return nil, -math.huge, {}, key end
     local block = -math.huge
     if first[2] == '-inf' then
@@ -188,12 +201,23 @@ function load(key, r, now, split, writes)
     else
       grant(first[1])
     end
-    if not writes then return nil, block, {}, old_key end
-    redis.call('RENAME', old_key, key)
-    if first[2] == '-inf' then redis.call('ZREM', key, first[1]) end
+    if old_key then
+      if not writes then return nil, block, {}, old_key end
+      redis.call('RENAME', old_key, key)
+    else
+      -- Written to the key as RENAME would (the engine deletes the previous log once adopted); a
+      -- peek removes it again before it ends.
+      for i = 1, #first, 2 do redis.call('ZADD', key, first[i + 1], first[i]) end
+      if split[2] > 0 then redis.call('PEXPIRE', key, ms(split[2])) end
+      if not writes then return nil, block, {}, key, nil, true end
+    end
+    -- The new meta member goes in before the previous one leaves: a log of nothing else would be
+    -- deleted in between, and its expiry with it.
     local member = meta_text(r, block, {})
     redis.call('ZADD', key, '-inf', member)
-    return member, block, {}, key
+    if first[2] == '-inf' then redis.call('ZREM', key, first[1]) end
+    -- On a cluster the key expires no earlier than the previous one, whose delete may be lost.
+    return member, block, {}, key, nil, nil, not old_key and split[2] or 0
   end
   if head[2] ~= '-inf' then not_ours() end
   local member = head[1]
@@ -231,7 +255,7 @@ end
 
 -- tryAcquire (id nil) or reserve (id the caller's receipt id) on any key.
 function take(key, r, now, permits, server_now, split, id)
-  local member, block, rc = load(key, r, now, split, true)
+  local member, block, rc, _, _, _, outlive = load(key, r, now, split, true)
   local ok, remaining, retry, reset, at, newest, newest_size, total, base, expired = evaluate(key, r, now, permits)
   if block > now then return blocked(block, now, retry, reset) end
   if not ok then return ok, remaining, retry, reset end
@@ -242,14 +266,18 @@ function take(key, r, now, permits, server_now, split, id)
     if #rc > 2 * MAX_RECEIPTS then table.remove(rc, 1) table.remove(rc, 1) end
   end
   set_meta(key, member, meta_text(r, block, rc))
-  redis.call('PEXPIRE', key, ms(math.max(reset, math.ceil(block - now))))
+  redis.call('PEXPIRE', key, ms(math.max(reset, math.ceil(block - now), outlive or 0)))
   return ok, remaining, retry, reset
 end
 
 function operations(OPERATIONS, decision)
+  -- A decision sent alone: a cluster's second try of a key it found absent.
+  function OPERATIONS.decide(key, r, now, server_now, split, permits)
+    return decision(take(key, r, now, tonumber(permits), server_now, split))
+  end
   function OPERATIONS.peek(key, r, now, server_now, split, permits)
     permits = tonumber(permits)
-    local _, block, _, source, carried = load(key, r, now, split, false)
+    local _, block, _, source, carried, given = load(key, r, now, split, false)
     local ok, remaining, retry, reset
     if carried then
       -- What the carried log would hold: one grant, now.
@@ -258,6 +286,7 @@ function operations(OPERATIONS, decision)
     else
       ok, remaining, retry, reset = evaluate(source, r, now, permits)
     end
+    if given then redis.call('DEL', key) end
     if block > now then return decision(blocked(block, now, retry, reset)) end
     return decision(ok, remaining, retry, reset)
   end
@@ -270,7 +299,7 @@ function operations(OPERATIONS, decision)
   -- With an id, the charge settles that reservation above what it reserved: its receipt goes.
   function OPERATIONS.charge(key, r, now, server_now, split, permits, id)
     permits, id = tonumber(permits), tonumber(id)
-    local member, block, rc = load(key, r, now, split, true)
+    local member, block, rc, _, _, _, outlive = load(key, r, now, split, true)
     for k = #rc / 2, 1, -1 do if rc[2 * k - 1] == id then table.remove(rc, 2 * k - 1) table.remove(rc, 2 * k - 1) end end
     local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
     local live = total - base
@@ -301,7 +330,7 @@ function operations(OPERATIONS, decision)
     log_grant(key, r.window, logged, at, newest, newest_size, total, base, expired)
     set_meta(key, member, meta_text(r, block, rc))
     local reset = math.ceil(r.window)
-    redis.call('PEXPIRE', key, ms(math.max(reset, math.ceil(block - now))))
+    redis.call('PEXPIRE', key, ms(math.max(reset, math.ceil(block - now), outlive or 0)))
     return decision(true, math.max(0, r.limit - kept - logged), 0, reset)
   end
   -- Takes up to permits off the grant logged at the receipt's time, while it is in the window: that
@@ -358,7 +387,7 @@ local take, operations
 -- other answers nil, for take. A key not yet stored is created here unless the previous version's may exist.
 local function decide_key(key, r, now, permits, server_now, split)
   local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
-  if meta ~= r.tag and (meta or total > 0 or (split > 0 and redis.call('EXISTS', legacy_key(key, r, split)) == 1)) then
+  if meta ~= r.tag and (meta or total > 0 or split == ${CLUSTER_SPLIT} or (split > 0 and redis.call('EXISTS', legacy_key(key, r, split)) == 1)) then
     return nil
   end
   local live = total - base
