@@ -54,10 +54,7 @@ class SenderCall implements Call {
   }
 }
 
-/**
- * A call whose key a cluster found absent, while the engine adopts what the previous version wrote
- * for it (see RedisEngine's #adopt): `finish` lets the next such call on its key go, once.
- */
+/** An adoption under way (see RedisEngine's #adopt): `end` lets the calls waiting for it go, once. */
 class Adoption {
   #next: (() => void) | undefined;
 
@@ -65,7 +62,7 @@ class Adoption {
     this.#next = next;
   }
 
-  readonly finish = (): void => {
+  readonly end = (): void => {
     const next = this.#next;
     this.#next = undefined;
     next?.();
@@ -101,10 +98,7 @@ export class RedisEngine implements StoreEngine {
   readonly #previous: ScriptPlan['previous'];
   /** What to wait for before sending, while the client's first connection is under way (see `startUp`). */
   readonly #startUp: (() => Promise<void> | undefined) | undefined;
-  /**
-   * On a cluster, the Redis keys being adopted (see #adopt), each with the calls on it that found
-   * it absent meanwhile, or reset it, waiting in the order made.
-   */
+  /** On a cluster, the Redis keys being adopted (see #adopt), each with the calls made on it meanwhile, in the order made. */
   readonly #adopting = new Map<string, (() => void)[]>();
 
   /** @throws TypeError for an ioredis `keyPrefix` that is no string. */
@@ -133,16 +127,19 @@ export class RedisEngine implements StoreEngine {
   send(calls: StoreCall[], flight: Flight): void {
     const [first] = calls;
     if (first!.op !== 'decide') return this.#operate(first!);
+    // Decisions on a key being adopted wait for it, so that they still decide in the order made.
+    const sent = this.#adopting.size === 0 ? calls : calls.filter((call) => !this.#waited(call, this.#namespace + call.key));
+    if (sent.length === 0) return flight.release();
     this.#sender.send(
-      calls.map((call) => new SenderCall(call, this.#namespace + call.key, this.#adopt)),
+      sent.map((call) => new SenderCall(call, this.#namespace + call.key, this.#adopt)),
       flight,
     );
   }
 
   timedOut(call: StoreCall): void {
-    // An adoption not answered in time lets the next call on its key go: a server that does not
+    // An adoption not answered in time lets the calls waiting for it go: a server that does not
     // answer holds them back no longer than the bound.
-    if (call.sent instanceof Adoption) return call.sent.finish();
+    if (call.sent instanceof Adoption) return call.sent.end();
     const sent = call.sent as SenderCall | undefined;
     if (sent === undefined || sent.answered) return;
     sent.answered = true;
@@ -166,14 +163,13 @@ export class RedisEngine implements StoreEngine {
   /**
    * One key operation, alone: one script call on its key (atomic, Cluster-safe), never batched with
    * decisions. Operations are rare next to decisions: a decision in flight is not held back for
-   * them, nor they for it (`await` orders them). On a cluster a reset also deletes the previous
-   * version's key, after any adoption of its key under way.
+   * them, nor they for it (`await` orders them). On a cluster one waits for an adoption of its key
+   * under way (see #adopt).
    */
   #operate(call: StoreCall): void {
     const redisKey = this.#namespace + call.key;
     const send = () => {
-      if (call.op === 'reset' && this.#split === CLUSTER_SPLIT) this.#inTurn(call, redisKey, (finish) => this.#resetCluster(call, redisKey, finish));
-      else this.#run(call, redisKey, undefined, NOTHING);
+      if (!this.#waited(call, redisKey)) this.#alone(call, redisKey);
     };
     const starting = this.#startUp?.();
     if (starting === undefined) send();
@@ -185,14 +181,22 @@ export class RedisEngine implements StoreEngine {
       });
   }
 
+  /** Sends a call alone; on a cluster a reset first deletes the previous version's key, in its own slot. */
+  #alone(call: StoreCall, redisKey: string): void {
+    if (call.op !== 'reset' || this.#split !== CLUSTER_SPLIT) return this.#run(call, redisKey, undefined, undefined);
+    // The previous key first: the other way round, a call between the two could adopt it again.
+    this.#previousKey(call, 'DEL', () => this.#run(call, redisKey, undefined, undefined), (error) => call.fail(error));
+  }
+
   /**
-   * Sends one call alone and answers it: an operation, or on a cluster's second try (`given`, what
-   * was read of the previous key) a decision too. Once a second try has adopted the previous key
-   * (neither a peek, which writes nothing, nor a failure) that key is deleted before the answer;
-   * should that fail, the adopted key's expiry is at least what the previous key had left, so it is
-   * never adopted again.
+   * Sends one call alone and answers it: an operation, or a decision on a cluster. A first try that
+   * finds its key absent on a cluster goes on to adopt (see #adopt). A second try (`given`: what
+   * was read of the previous key, `adopted` ending the adoption once answered) that adopted the
+   * previous key (neither a peek, which writes nothing, nor a failure) deletes that key before the
+   * answer; should that fail, the adopted key's expiry is at least what the previous key had left,
+   * so it is never adopted again.
    */
-  #run(call: StoreCall, redisKey: string, given: [string, string] | undefined, finish: () => void): void {
+  #run(call: StoreCall, redisKey: string, given: [string, string] | undefined, adopted: (() => void) | undefined): void {
     const { op, amount, now, rule } = call;
     // A reset is the same at any time: it reads no clock.
     const reading = op === 'reset' || now === undefined ? '' : String(now);
@@ -203,8 +207,8 @@ export class RedisEngine implements StoreEngine {
     const split = given === undefined ? this.#split : GIVEN_SPLIT;
     const { keys, args } = operationArguments(redisKey, op, reading, split, rule, given === undefined ? rest : [...given, ...rest]);
     const done = (reply: unknown) => {
-      finish();
       if (reply === ABSENT && given === undefined) return this.#adopt(call, redisKey);
+      adopted?.();
       let answer: () => void;
       try {
         if (op === 'block' || op === 'reset') {
@@ -222,7 +226,7 @@ export class RedisEngine implements StoreEngine {
       else answer();
     };
     runScript(this.#scriptClient, this.#script, keys, args, done, (error) => {
-      finish();
+      adopted?.();
       call.fail(error);
     }, () => {});
   }
@@ -230,79 +234,59 @@ export class RedisEngine implements StoreEngine {
   /**
    * A call whose key a cluster found absent: the previous version's key (the layer's store key, in
    * another slot) is read by a script of its own, and the call goes again with what it held, which
-   * the script adopts only if the key is still absent, so that two processes (or two calls) never
-   * adopt it twice. Calls on one key that find it absent meanwhile go after it, in the order made,
-   * so that they still decide in that order. Each step is sent only while the call is unanswered:
-   * its timeout ends the sequence (and lets the next call on the key go).
+   * the script adopts only if the key is still absent, so that two processes never adopt it twice.
+   * Meanwhile the calls made on the key (or that found it absent too) wait, then go together, in
+   * the order made: so they still decide in that order, and a busy key is held back for one
+   * adoption, never a queue of them. Each step is sent only while the call is unanswered: its
+   * timeout ends the adoption.
    */
   readonly #adopt = (call: StoreCall, redisKey: string): void => {
-    this.#inTurn(call, redisKey, (finish) =>
-      this.#previousKey(
-        call,
-        this.#previous,
-        (reply) => {
-          if (call.answered) return finish();
-          let given: [string, string];
-          try {
-            given = previousKeyArguments(reply);
-          } catch (error) {
-            finish();
-            return call.fail(error);
-          }
-          this.#run(call, redisKey, given, finish);
-        },
-        (error) => {
-          finish();
-          call.fail(error);
-        },
-      ),
-    );
-  };
-
-  /**
-   * A reset on a cluster: the previous version's key in its own slot, then the key (the other way
-   * round, a call between the two could adopt the previous key again).
-   */
-  #resetCluster(call: StoreCall, redisKey: string, finish: () => void): void {
+    if (this.#waited(call, redisKey)) return;
+    this.#adopting.set(redisKey, []);
+    const adoption = new Adoption(() => {
+      const waiting = this.#adopting.get(redisKey)!;
+      this.#adopting.delete(redisKey);
+      for (const send of waiting) send();
+    });
+    call.sent = adoption;
+    const adopted = adoption.end;
     this.#previousKey(
       call,
-      'DEL',
-      () => (call.answered ? finish() : this.#run(call, redisKey, undefined, finish)),
+      this.#previous,
+      (reply) => {
+        if (call.answered) return adopted();
+        let given: [string, string];
+        try {
+          given = previousKeyArguments(reply);
+        } catch (error) {
+          adopted();
+          return call.fail(error);
+        }
+        this.#run(call, redisKey, given, adopted);
+      },
       (error) => {
-        finish();
+        adopted();
         call.fail(error);
       },
     );
-  }
+  };
 
   /** Runs PREVIOUS_KEY (`what` it does) on the previous version's key of `call`. */
   #previousKey(call: StoreCall, what: 'GET' | 'ZRANGE' | 'DEL', done: (reply: unknown) => void, failed: (error: unknown) => void): void {
     runScript(this.#scriptClient, PREVIOUS_KEY, [call.storeKey], [what], done, failed, () => {});
   }
 
-  /**
-   * Runs `step` for `call` on `redisKey` once no earlier adoption or cluster reset of that key is
-   * under way; `step` calls `finish` once done. A call answered meanwhile (its timeout) is skipped.
-   */
-  #inTurn(call: StoreCall, redisKey: string, step: (finish: () => void) => void): void {
-    const start = () => {
-      const adoption = new Adoption(() => {
-        const next = this.#adopting.get(redisKey)!.shift();
-        if (next === undefined) this.#adopting.delete(redisKey);
-        else next();
-      });
-      if (call.answered) return adoption.finish();
-      call.sent = adoption;
-      step(adoption.finish);
-    };
+  /** True when `redisKey` is being adopted: then `call` waits for the adoption to end, and goes alone. */
+  #waited(call: StoreCall, redisKey: string): boolean {
     const waiting = this.#adopting.get(redisKey);
-    if (waiting !== undefined) return void waiting.push(start);
-    this.#adopting.set(redisKey, []);
-    start();
+    if (waiting === undefined) return false;
+    waiting.push(() => {
+      // Answered by its timeout meanwhile: never sent, as the BatchSender drops such calls.
+      if (!call.answered) this.#alone(call, redisKey);
+    });
+    return true;
   }
 }
-
-const NOTHING = (): void => {};
 
 /**
  * The bytes a standalone client puts before every key (ioredis's `keyPrefix`), which may be a
