@@ -28,11 +28,14 @@ class SenderCall implements Call {
   answered = false;
   script: Call['script'] = undefined;
   readonly call: StoreCall;
-  readonly #absent: (call: StoreCall, redisKey: string) => void;
+  /** Its place in the order calls were sent (see RedisEngine's #waited). */
+  readonly order: number;
+  readonly #absent: (call: StoreCall, redisKey: string, order: number) => void;
 
-  constructor(call: StoreCall, redisKey: string, absent: (call: StoreCall, redisKey: string) => void) {
+  constructor(call: StoreCall, redisKey: string, order: number, absent: (call: StoreCall, redisKey: string, order: number) => void) {
     this.call = call;
     this.redisKey = redisKey;
+    this.order = order;
     this.#absent = absent;
     this.permits = call.amount;
     this.now = call.now ?? 0;
@@ -50,8 +53,14 @@ class SenderCall implements Call {
   }
 
   absent(): void {
-    this.#absent(this.call, this.redisKey);
+    this.#absent(this.call, this.redisKey, this.order);
   }
+}
+
+/** A call waiting for an adoption of its key (see RedisEngine's #waited). */
+interface Waiting {
+  readonly order: number;
+  readonly send: () => void;
 }
 
 /** An adoption under way (see RedisEngine's #adopt): `end` lets the calls waiting for it go, once. */
@@ -98,8 +107,10 @@ export class RedisEngine implements StoreEngine {
   readonly #previous: ScriptPlan['previous'];
   /** What to wait for before sending, while the client's first connection is under way (see `startUp`). */
   readonly #startUp: (() => Promise<void> | undefined) | undefined;
-  /** On a cluster, the Redis keys being adopted (see #adopt), each with the calls made on it meanwhile, in the order made. */
-  readonly #adopting = new Map<string, (() => void)[]>();
+  /** On a cluster, the Redis keys being adopted (see #adopt), each with the calls on it waiting, in the order sent. */
+  readonly #adopting = new Map<string, Waiting[]>();
+  /** How many calls were sent: a call's place in that order. */
+  #sent = 0;
 
   /** @throws TypeError for an ioredis `keyPrefix` that is no string. */
   constructor(client: unknown, scriptClient: RedisScriptClient, plan: ScriptPlan, callerClock: boolean, namespace: string) {
@@ -128,10 +139,10 @@ export class RedisEngine implements StoreEngine {
     const [first] = calls;
     if (first!.op !== 'decide') return this.#operate(first!);
     // Decisions on a key being adopted wait for it, so that they still decide in the order made.
-    const sent = this.#adopting.size === 0 ? calls : calls.filter((call) => !this.#waited(call, this.#namespace + call.key));
+    const sent = this.#adopting.size === 0 ? calls : calls.filter((call) => !this.#waited(call, this.#namespace + call.key, ++this.#sent));
     if (sent.length === 0) return flight.release();
     this.#sender.send(
-      sent.map((call) => new SenderCall(call, this.#namespace + call.key, this.#adopt)),
+      sent.map((call) => new SenderCall(call, this.#namespace + call.key, ++this.#sent, this.#adopt)),
       flight,
     );
   }
@@ -169,7 +180,8 @@ export class RedisEngine implements StoreEngine {
   #operate(call: StoreCall): void {
     const redisKey = this.#namespace + call.key;
     const send = () => {
-      if (!this.#waited(call, redisKey)) this.#alone(call, redisKey);
+      const order = ++this.#sent;
+      if (!this.#waited(call, redisKey, order)) this.#alone(call, redisKey, order);
     };
     const starting = this.#startUp?.();
     if (starting === undefined) send();
@@ -182,10 +194,10 @@ export class RedisEngine implements StoreEngine {
   }
 
   /** Sends a call alone; on a cluster a reset first deletes the previous version's key, in its own slot. */
-  #alone(call: StoreCall, redisKey: string): void {
-    if (call.op !== 'reset' || this.#split !== CLUSTER_SPLIT) return this.#run(call, redisKey, undefined, undefined);
+  #alone(call: StoreCall, redisKey: string, order: number): void {
+    if (call.op !== 'reset' || this.#split !== CLUSTER_SPLIT) return this.#run(call, redisKey, order, undefined, undefined);
     // The previous key first: the other way round, a call between the two could adopt it again.
-    this.#previousKey(call, 'DEL', () => this.#run(call, redisKey, undefined, undefined), (error) => call.fail(error));
+    this.#previousKey(call, 'DEL', () => this.#run(call, redisKey, order, undefined, undefined), (error) => call.fail(error));
   }
 
   /**
@@ -196,7 +208,7 @@ export class RedisEngine implements StoreEngine {
    * answer; should that fail, the adopted key's expiry is at least what the previous key had left,
    * so it is never adopted again.
    */
-  #run(call: StoreCall, redisKey: string, given: [string, string] | undefined, adopted: (() => void) | undefined): void {
+  #run(call: StoreCall, redisKey: string, order: number, given: [string, string] | undefined, adopted: (() => void) | undefined): void {
     const { op, amount, now, rule } = call;
     // A reset is the same at any time: it reads no clock.
     const reading = op === 'reset' || now === undefined ? '' : String(now);
@@ -207,7 +219,7 @@ export class RedisEngine implements StoreEngine {
     const split = given === undefined ? this.#split : GIVEN_SPLIT;
     const { keys, args } = operationArguments(redisKey, op, reading, split, rule, given === undefined ? rest : [...given, ...rest]);
     const done = (reply: unknown) => {
-      if (reply === ABSENT && given === undefined) return this.#adopt(call, redisKey);
+      if (reply === ABSENT && given === undefined) return this.#adopt(call, redisKey, order);
       adopted?.();
       let answer: () => void;
       try {
@@ -240,13 +252,13 @@ export class RedisEngine implements StoreEngine {
    * adoption, never a queue of them. Each step is sent only while the call is unanswered: its
    * timeout ends the adoption.
    */
-  readonly #adopt = (call: StoreCall, redisKey: string): void => {
-    if (this.#waited(call, redisKey)) return;
+  readonly #adopt = (call: StoreCall, redisKey: string, order: number): void => {
+    if (this.#waited(call, redisKey, order)) return;
     this.#adopting.set(redisKey, []);
     const adoption = new Adoption(() => {
       const waiting = this.#adopting.get(redisKey)!;
       this.#adopting.delete(redisKey);
-      for (const send of waiting) send();
+      for (const { send } of waiting) send();
     });
     call.sent = adoption;
     const adopted = adoption.end;
@@ -262,7 +274,7 @@ export class RedisEngine implements StoreEngine {
           adopted();
           return call.fail(error);
         }
-        this.#run(call, redisKey, given, adopted);
+        this.#run(call, redisKey, order, given, adopted);
       },
       (error) => {
         adopted();
@@ -276,13 +288,20 @@ export class RedisEngine implements StoreEngine {
     runScript(this.#scriptClient, PREVIOUS_KEY, [call.storeKey], [what], done, failed, () => {});
   }
 
-  /** True when `redisKey` is being adopted: then `call` waits for the adoption to end, and goes alone. */
-  #waited(call: StoreCall, redisKey: string): boolean {
+  /**
+   * True when `redisKey` is being adopted: then `call` waits for the adoption to end, and goes
+   * alone. It waits in its place in the order sent (`order`): a call sent before others, beside
+   * the round, may find the key absent after they were told to wait.
+   */
+  #waited(call: StoreCall, redisKey: string, order: number): boolean {
     const waiting = this.#adopting.get(redisKey);
     if (waiting === undefined) return false;
-    waiting.push(() => {
+    let at = waiting.length;
+    while (at > 0 && waiting[at - 1]!.order > order) at--;
+    waiting.splice(at, 0, {
+      order,
       // Answered by its timeout meanwhile: never sent, as the BatchSender drops such calls.
-      if (!call.answered) this.#alone(call, redisKey);
+      send: () => (call.answered ? undefined : this.#alone(call, redisKey, order)),
     });
     return true;
   }
