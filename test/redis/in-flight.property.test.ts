@@ -3,7 +3,7 @@
 // given the same clock readings, under random reserve/settle/cancel/extend/peek/reset/block traces.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
-import { type AsyncLease, type Clock, Composite, Concurrency, KeyedRateLimiter, type Lease, ManualClock, Rule } from '../../src/index';
+import { type AsyncLease, type Clock, Composite, Concurrency, KeyedRateLimiter, type Lease, ManualClock, type PeekableAlgorithm, Rule } from '../../src/index';
 import { type RedisAlgorithm, RedisRateLimiter } from '../../src/redis';
 import { twins } from './helpers/algorithms';
 import { redisPort, uniquePrefix, useBothClients } from './helpers/clients';
@@ -51,7 +51,7 @@ describe.skipIf(!redisPort)('in-flight limits over Redis equal their in-memory t
         const readings: Clock = { now: () => (latest = Math.max(latest, clock.now())) };
         const concurrency = new Concurrency(inFlight, { leaseMs });
         const memory = new KeyedRateLimiter({
-          algorithm: () => (algorithm === undefined ? new Concurrency(inFlight, { leaseMs }) : new Composite([new twins[algorithm](rule), new Concurrency(inFlight, { leaseMs })])),
+          algorithm: () => (algorithm === undefined ? new Concurrency(inFlight, { leaseMs }) : new Composite([new twins[algorithm](rule) as PeekableAlgorithm, new Concurrency(inFlight, { leaseMs })])),
           clock,
         });
         const prefix = uniquePrefix('in-flight');
