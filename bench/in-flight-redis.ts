@@ -49,6 +49,8 @@ export interface InFlightRedisSample {
   readonly clientUs: number;
   /** Redis server CPU (used_cpu_user + used_cpu_sys) per completed task, µs. */
   readonly serverUs: number;
+  /** Script calls (EVALSHA and EVAL, from INFO commandstats) per completed task. */
+  readonly scripts: number;
   /** Most tasks running at once, counted between the grant and the release. */
   readonly maxInFlight: number;
   /** Takes that came back without a permit (a refusal or an outage answer). */
@@ -109,6 +111,7 @@ async function sample(admin: Redis, contender: InFlightContender, work: () => Pr
   };
   let done = 0;
   let refused = 0;
+  await admin.config('RESETSTAT');
   const serverBefore = await redisCpuUs(admin);
   const deadline = performance.now() + ms;
   const caller = async (): Promise<void> => {
@@ -123,7 +126,9 @@ async function sample(admin: Redis, contender: InFlightContender, work: () => Pr
   const seconds = (performance.now() - started) / 1000;
   const used = process.cpuUsage(cpu);
   const serverUs = (await redisCpuUs(admin)) - serverBefore;
-  return { perSecond: done / seconds, clientUs: (used.user + used.system) / done, serverUs: serverUs / done, maxInFlight, refused };
+  let scripts = 0;
+  for (const match of ((await admin.info('commandstats')) as string).matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) scripts += Number(match[1]);
+  return { perSecond: done / seconds, clientUs: (used.user + used.system) / done, serverUs: serverUs / done, scripts: scripts / done, maxInFlight, refused };
 }
 
 async function main(): Promise<void> {
@@ -172,16 +177,17 @@ export function renderInFlightRedis(result: InFlightRedisResult): { text: string
       ratio('clientUs'),
       formatNumber(median(series(name, 'serverUs')), 1),
       ratio('serverUs'),
+      formatNumber(median(series(name, 'scripts')), 2),
       String(Math.max(...series(name, 'maxInFlight'))),
       String(series(name, 'refused').reduce((a, b) => a + b, 0)),
     ];
   };
   const rows = [
-    ['task', 'contender', 'tasks/s', '÷ bottleneck', 'Node CPU µs/task', 'bottleneck ÷ this', 'Redis CPU µs/task', 'bottleneck ÷ this', `max in flight (limit ${LIMIT})`, 'refused takes'],
+    ['task', 'contender', 'tasks/s', '÷ bottleneck', 'Node CPU µs/task', 'bottleneck ÷ this', 'Redis CPU µs/task', 'bottleneck ÷ this', 'script calls/task', `max in flight (limit ${LIMIT})`, 'refused takes'],
     ...Object.entries(result.samples).flatMap(([taskName, samples]) => Object.keys(samples).map((name) => row(taskName, samples, name))),
   ];
   const title = `In-flight limits over Redis ${result.redisVersion}: ${CALLERS} callers, limit ${LIMIT}, beside bottleneck's Redis mode`;
-  const about = `${CALLERS} async callers each loop: take a permit of one key, await the task (a no-op; or a 1 ms timer, so that tasks overlap and the limit binds), release, and await the release (bottleneck's \`schedule\` resolves after its \`free\` is answered). ratekeeper: \`lease(key)\` then \`settle(1)\` on a RedisRateLimiter with \`concurrency: new Concurrency(${LIMIT}, { leaseMs: ${LEASE_MS} })\`, alone and beside a token-bucket rate that never refuses, over one ioredis client (batching on, its default). bottleneck: \`schedule(task)\` on \`new Bottleneck({ maxConcurrent: ${LIMIT}, datastore: 'ioredis' })\`, which opens its own client and subscriber. One redis-server spawned for the run. Node CPU is this process's (process.cpuUsage) per completed task; Redis CPU is the server's used_cpu_user + used_cpu_sys per completed task. Max in flight is the most tasks running at once, counted inside the task, over all rounds (never above the limit for a correct limiter). ${ROUNDS} interleaved rounds of ${SAMPLE_MS} ms after a ${WARMUP_MS} ms warm-up each; figures are medians of the rounds, ratios medians of per-round ratios.`;
+  const about = `${CALLERS} async callers each loop: take a permit of one key, await the task (a no-op; or a 1 ms timer, so that tasks overlap and the limit binds), release, and await the release (bottleneck's \`schedule\` resolves after its \`free\` is answered). ratekeeper: \`lease(key)\` then \`settle(1)\` on a RedisRateLimiter with \`concurrency: new Concurrency(${LIMIT}, { leaseMs: ${LEASE_MS} })\`, alone and beside a token-bucket rate that never refuses, over one ioredis client (batching on, its default). bottleneck: \`schedule(task)\` on \`new Bottleneck({ maxConcurrent: ${LIMIT}, datastore: 'ioredis' })\`, which opens its own client and subscriber. One redis-server spawned for the run. Node CPU is this process's (process.cpuUsage) per completed task; Redis CPU is the server's used_cpu_user + used_cpu_sys per completed task; script calls are EVALSHA and EVAL calls (INFO commandstats) per completed task. Max in flight is the most tasks running at once, counted inside the task, over all rounds (never above the limit for a correct limiter). ${ROUNDS} interleaved rounds of ${SAMPLE_MS} ms after a ${WARMUP_MS} ms warm-up each; figures are medians of the rounds, ratios medians of per-round ratios.`;
   return { text: `\n${title}\n${textTable(rows)}\n`, markdown: `\n## ${title}\n\n${about}\n\n${markdownTable(rows)}\n` };
 }
 
