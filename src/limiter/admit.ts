@@ -69,6 +69,29 @@ export interface AdmitOptions {
 type Held = Reservation | AsyncReservation;
 
 /**
+ * The key under which a limiter offers to decide its parts of an admission together with others in
+ * one atomic call (`RedisRateLimiter`: one script over one client and hash slot). `Symbol.for`, so
+ * that two copies of the library loaded side by side (ESM and CommonJS) still join each other's parts.
+ */
+export const JOINT = Symbol.for('ratekeeper.admit.joint');
+
+/** What a limiter offering {@link JOINT} answers for one part: how it may join others, and how to reserve it so. */
+export interface JointPart {
+  /** Parts join in one call when every one's `together` is the same value (the client) and `slot` the same number (the hash slot). */
+  readonly together: unknown;
+  readonly slot: number;
+  /** A gathering of `count` parts, sent as one call once each has joined it (or left it, answered before its turn: a failed rule lookup, a timeout). */
+  gather(count: number): unknown;
+  /** Reserves this part as the `index`-th of `gathering`: resolves as `reserve` would, once the gathering is answered. */
+  reserve(gathering: unknown, index: number): Promise<AsyncReservation>;
+}
+
+/** A limiter offering {@link JOINT}: undefined for a part it cannot join (the in-order path then decides it, and reports bad input). */
+interface JointAdmitting {
+  [JOINT](key: string, permits: number): JointPart | undefined;
+}
+
+/**
  * Admits a request across several limiters and keys at once, all or nothing: "60 a minute per
  * user, 1000 per org, and 100 000 tokens per org" as one decision. Each part is reserved in order;
  * the first refusal stops reserving (the parts after it are answered by their limiter's `peek`,
@@ -110,8 +133,14 @@ export function admit(parts: readonly AdmissionPart[], options?: AdmitOptions): 
   // Filled in order, so packed; the decisions are read off the reservations (an admission of three
   // parts is on the hot path of every request: one array fewer is measurable).
   const held: Held[] = [];
+  let jointTried = false;
   for (let i = 0; i < n; i++) {
     const { limiter, key, permits = 1 } = parts[i]!;
+    if (!jointTried && (limiter as Partial<JointAdmitting>)[JOINT] !== undefined) {
+      jointTried = true;
+      const joint = admitJointly(parts, i, held, onError);
+      if (joint !== undefined) return joint;
+    }
     let reservation: Reservation | Promise<AsyncReservation>;
     try {
       reservation = limiter.reserve(key, permits);
@@ -182,19 +211,91 @@ async function admitOverStores(
   return new StoreAdmitted(decisions, held);
 }
 
+/**
+ * From the first part offering {@link JOINT} on: when every such part (at least two) can join one
+ * call, the other parts are reserved first, in order (so one in memory is decided before anything
+ * is sent), then the joint parts in one atomic call. Undefined when they cannot all join: the
+ * in-order path decides them.
+ */
+function admitJointly(parts: readonly AdmissionPart[], from: number, held: Held[], onError: AdmitOptions['onError']): Promise<StoreAdmission> | undefined {
+  const indexes: number[] = [];
+  const joint: JointPart[] = [];
+  for (let i = from; i < parts.length; i++) {
+    const { limiter, key, permits = 1 } = parts[i]!;
+    const offer = (limiter as Partial<JointAdmitting>)[JOINT];
+    if (offer === undefined) continue;
+    const part = offer.call(limiter, key, permits);
+    if (part === undefined || (joint.length > 0 && (part.together !== joint[0]!.together || part.slot !== joint[0]!.slot))) return undefined;
+    indexes.push(i);
+    joint.push(part);
+  }
+  // One joint part alone gains nothing from a call of its own: its reservation is one round trip too.
+  return joint.length < 2 ? undefined : jointly(parts, from, [...held], indexes, joint, onError);
+}
+
+async function jointly(parts: readonly AdmissionPart[], from: number, held: Held[], indexes: readonly number[], joint: readonly JointPart[], onError: AdmitOptions['onError']): Promise<StoreAdmission> {
+  const decisions = decisionsOf(held);
+  for (let i = from, next = 0; i < parts.length; i++) {
+    if (indexes[next] === i) {
+      next++;
+      continue;
+    }
+    const { limiter, key, permits = 1 } = parts[i]!;
+    let reservation: Reservation | AsyncReservation;
+    try {
+      reservation = await limiter.reserve(key, permits);
+    } catch (error) {
+      await giveBack(held, onError);
+      throw error;
+    }
+    decisions[i] = reservation.decision;
+    if (!reservation.decision.allowed) {
+      // Nothing was sent for the joint parts: they are answered by their peek, as every part not yet reserved.
+      try {
+        await peekRest(parts, from, decisions);
+      } finally {
+        await giveBack(held, onError);
+      }
+      return new StoreAdmitted(decisions, undefined);
+    }
+    held[i] = reservation;
+  }
+  const gathering = joint[0]!.gather(joint.length);
+  const outcomes = await Promise.allSettled(joint.map((part, m) => part.reserve(gathering, m)));
+  let failure: PromiseRejectedResult | undefined;
+  for (let m = 0; m < outcomes.length; m++) {
+    const outcome = outcomes[m]!;
+    if (outcome.status === 'rejected') failure ??= outcome;
+    else {
+      held[indexes[m]!] = outcome.value;
+      decisions[indexes[m]!] = outcome.value.decision;
+    }
+  }
+  if (failure !== undefined) {
+    await giveBack(held, onError);
+    throw failure.reason;
+  }
+  if (decisions.every((decision) => decision.allowed)) return new StoreAdmitted(decisions, held);
+  // Refused: the joint call granted none of its parts (those the outage policy granted hold
+  // nothing); the parts reserved before it are given back.
+  await giveBack(held, onError);
+  return new StoreAdmitted(decisions, undefined);
+}
+
 async function refused(held: Held[], decisions: Decision[], onError: AdmitOptions['onError']): Promise<StoreAdmission> {
   await giveBack(held, onError);
   return new StoreAdmitted(decisions, undefined);
 }
 
 /**
- * Answers the parts from `from` on by their `peek`, spending nothing: undefined when every answer
+ * Answers the parts from `from` on not yet decided by their `peek`, spending nothing: undefined when every answer
  * came at once, else a Promise of them all (asked together: a peek writes nothing, so their order
  * cannot matter).
  */
 function peekRest(parts: readonly AdmissionPart[], from: number, decisions: Decision[]): Promise<void> | undefined {
   let pending: Promise<void>[] | undefined;
   for (let j = from; j < parts.length; j++) {
+    if (decisions[j] !== undefined) continue;
     const { limiter, key, permits = 1 } = parts[j]!;
     const answer = limiter.peek(key, permits);
     if (isThenable(answer)) (pending ??= []).push(answer.then((decision) => void (decisions[j] = decision)));
@@ -211,7 +312,9 @@ function peekRest(parts: readonly AdmissionPart[], from: number, decisions: Deci
 function giveBack(held: readonly Held[], onError: AdmitOptions['onError']): Promise<void> | undefined {
   let pending: Promise<void>[] | undefined;
   for (let i = 0; i < held.length; i++) {
-    const reservation = held[i]!;
+    const reservation = held[i];
+    // A part decided by its peek, or not reserved (an admission of joint parts), holds nothing.
+    if (reservation === undefined) continue;
     try {
       const cancelled = reservation.cancel();
       if (isThenable(cancelled)) (pending ??= []).push(cancelled.then(undefined, (error: unknown) => report(onError, error, i)));

@@ -6,6 +6,7 @@ import { Rule, sharedPerRule } from '../core/rule';
 import { Closable } from '../core/symbols';
 import { checkPermits, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
+import { JOINT, type JointPart } from '../limiter/admit';
 import { MAX_BLOCK_MS } from '../limiter/key-blocks';
 import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
 import { AsyncKeyReservation, type AsyncReservation } from '../limiter/reservation';
@@ -19,6 +20,7 @@ import { storeNamespace } from './keys';
 import { type Outage, outagePolicy, peekOutagePolicy, type StoreErrorPolicy } from './outage-policy';
 import type { RefusalCache } from './refusal-cache';
 import { checkStoreOptions, refusalCacheFor, report, toRule } from './store-options';
+import { Gathering } from './gathering';
 import { CallTimeouts } from './timeout';
 
 /**
@@ -75,6 +77,9 @@ class Call implements StoreCall {
   answered = false;
   /** Handed to the engine (batched or sent): from then on its timeout is the store's. */
   dispatched = false;
+  /** A reservation that is part of an admission's joint call: joins it, at `index`, instead of going alone. */
+  gathering: Gathering | undefined = undefined;
+  index = 0;
   sent: unknown = undefined;
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
@@ -362,13 +367,50 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
    * ```
    */
   reserve(key: string, permits = 1): Promise<AsyncReservation> {
+    return this.#reserve(key, permits, undefined, 0);
+  }
+
+  /**
+   * This limiter's part of an admission decided with others in one atomic call (src/limiter/admit.ts),
+   * when its engine offers one; undefined for bad input, which the in-order path then reports.
+   */
+  [JOINT](key: string, permits: number): JointPart | undefined {
+    const joint = this.#engine.joint;
+    if (joint === undefined || !Number.isSafeInteger(permits) || permits < 1 || permits > (this.#fixed?.limit ?? MAX_SAFE)) return undefined;
+    let slot: number;
+    try {
+      slot = joint.slot(key);
+    } catch {
+      return undefined;
+    }
+    return {
+      together: joint.together,
+      slot,
+      gather: (count) => new Gathering(count, joint),
+      reserve: (gathering, index) => this.#reserve(key, permits, gathering as Gathering, index),
+    };
+  }
+
+  #reserve(key: string, permits: number, gathering: Gathering | undefined, index: number): Promise<AsyncReservation> {
     let reply: Promise<unknown>;
     let call: Call;
     try {
       checkPermits(permits, this.#fixed?.limit ?? MAX_SAFE);
-      reply = this.#operate('reserve', key, permits, undefined, (made) => (call = made));
+      reply = this.#operate('reserve', key, permits, undefined, (made) => {
+        call = made;
+        made.gathering = gathering;
+        made.index = index;
+      });
     } catch (error) {
+      gathering?.leave();
       return Promise.reject(error);
+    }
+    if (gathering !== undefined) {
+      // Answered before its turn (its rule lookup failed or timed out): the others go without it.
+      const left = () => {
+        if (!call.dispatched) gathering.leave();
+      };
+      reply.then(left, left);
     }
     return reply.then((decision) => {
       const { receipt, rule } = call;
@@ -554,6 +596,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
       if (known !== undefined) return call.answer(known);
     }
     call.dispatched = true;
+    if (call.gathering !== undefined) return call.gathering.join(call.index, call, this.#engine.joint!.prepare(call));
     if (this.#coalescer === undefined || (call.op !== 'decide' && !this.#engine.batchesOperations)) return this.#engine.send([call], ALONE);
     const group = this.#engine.group(call.storeKey);
     // A batch carries one rule, sent once with it.
