@@ -4,13 +4,20 @@
 // reserve would answer (after the first refusal, as its peek), and granted parts settle as any
 // reservation does.
 import { fc, test } from '@fast-check/vitest';
-import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
-import { admit, KeyedRateLimiter, ManualClock, Rule } from '../../src/index';
+import { Redis as Upstash } from '@upstash/redis';
+import { Cluster, type Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { admit, type Decision, KeyedRateLimiter, ManualClock, Rule } from '../../src/index';
 import { RedisRateLimiter, type RedisAlgorithm, type RedisScriptClient } from '../../src/redis';
+import { toScriptClient } from '../../src/redis/client';
+import { hashSlot } from '../../src/redis/slot';
+import { startUpstashShim } from '../stores/support/upstash-shim';
 import { oneByOne } from '../support/one-by-one';
 import { algorithmNames, twins } from './helpers/algorithms';
-import { redisPort, uniquePrefix, useIoredis } from './helpers/clients';
+import { ioredisClient, redisPort, uniquePrefix, useIoredis } from './helpers/clients';
+import { gatedClient } from './helpers/gated-client';
+import { type RedisCluster, startRedisCluster } from './helpers/redis-cluster';
+import { startRedisServer } from './helpers/redis-server';
 
 const KEYS = ['a', 'b'] as const;
 
@@ -94,4 +101,264 @@ describe.skipIf(redisPort === 0)('admit over one Redis client: one atomic script
       }
     },
   );
+});
+
+/** Three limiters of different algorithms, rules and names (one choosing its rule by a function), as a request's admission uses them. */
+function threeLimiters(client: unknown, options: { prefix: string; onStoreError?: 'allow' | 'deny'; timeoutMs?: number; onError?: (error: Error) => void }) {
+  const common = {
+    client: client as Redis,
+    onStoreError: options.onStoreError ?? ('deny' as const),
+    prefix: options.prefix,
+    timeoutMs: options.timeoutMs ?? 5_000,
+    onError: options.onError,
+    clock: new ManualClock(1_700_000_000_000),
+  };
+  return [
+    new RedisRateLimiter({ ...common, algorithm: 'token-bucket', rule: Rule.perMinute(3), name: 'user' }),
+    new RedisRateLimiter({ ...common, algorithm: 'sliding-window-log', rule: () => Rule.perMinute(5), name: 'org' }),
+    new RedisRateLimiter({ ...common, algorithm: 'fixed-window', rule: Rule.perMinute(100), name: 'tokens' }),
+  ] as const;
+}
+
+type Three = ReturnType<typeof threeLimiters>;
+
+const states = (limiters: Three, keys: readonly string[]): Promise<Decision[]> => Promise.all(limiters.map((limiter, i) => limiter.peek(keys[i]!, 0)));
+
+/** An admission over the three, the last part asking `tokens`. */
+const admitThree = (limiters: Three, keys: readonly string[], tokens: number) =>
+  admit([
+    { limiter: limiters[0], key: keys[0]! },
+    { limiter: limiters[1], key: keys[1]! },
+    { limiter: limiters[2], key: keys[2]!, permits: tokens },
+  ]);
+
+describe.skipIf(redisPort === 0)('admit over one Redis server: round trips and failures', () => {
+  test('parts on one client: one EVALSHA per admission (INFO commandstats of a server of its own), where one by one sends three', async () => {
+    const server = await startRedisServer();
+    const redis = ioredisClient(server.port);
+    try {
+      const limiters = threeLimiters(redis, { prefix: uniquePrefix('round-trips') });
+      const keys = ['user-1', 'org-1', 'org-1'];
+      const evalshaCalls = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+      await admitThree(limiters, keys, 1); // the script is loaded: EVALSHA, NOSCRIPT, EVAL
+      await redis.config('RESETSTAT');
+      const granted = await admitThree(limiters, keys, 10);
+      expect(granted.decision.allowed).toBe(true);
+      expect(await evalshaCalls()).toBe(1);
+      const refused = await admitThree(limiters, keys, 90);
+      expect(refused.decision.allowed).toBe(false);
+      expect(await evalshaCalls()).toBe(2);
+      expect(/cmdstat_eval:/.test(await redis.info('commandstats'))).toBe(false);
+    } finally {
+      redis.disconnect();
+      await server.stop();
+    }
+  });
+
+  test('a script flushed from the server is sent anew (NOSCRIPT), and the admission is as if it had not been', async () => {
+    const redis = ioredisClient();
+    try {
+      const limiters = threeLimiters(redis, { prefix: uniquePrefix('noscript') });
+      const keys = ['u', 'o', 'o'];
+      expect((await admitThree(limiters, keys, 1)).decision.allowed).toBe(true);
+      await redis.script('FLUSH');
+      const admission = await admitThree(limiters, keys, 1);
+      expect(admission.parts.map((part) => [part.allowed, part.remaining, part.degraded])).toEqual([
+        [true, 1, undefined],
+        [true, 3, undefined],
+        [true, 98, undefined],
+      ]);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  test('refused: nothing spent in any key, the parts before the refusal as their reserve answered, the rest as their peek; granted parts settle and cancel', async () => {
+    const redis = ioredisClient();
+    try {
+      const limiters = threeLimiters(redis, { prefix: uniquePrefix('refused') });
+      const keys = ['u', 'o', 'o'];
+      await limiters[2].charge(keys[2]!, 60);
+      const before = await states(limiters, keys);
+      const refused = await admit([
+        { limiter: limiters[0], key: keys[0]!, permits: 2 },
+        { limiter: limiters[2], key: keys[2]!, permits: 41 },
+        { limiter: limiters[1], key: keys[1]! },
+      ]);
+      expect(refused.parts.map((part) => [part.allowed, part.remaining])).toEqual([
+        [true, 1],
+        [false, 40],
+        [true, 4],
+      ]);
+      expect(refused.decision).toBe(refused.parts[1]);
+      expect(await states(limiters, keys)).toEqual(before);
+      await refused.cancel(); // nothing to give back
+
+      const granted = await admitThree(limiters, keys, 30);
+      expect(granted.decision).toBe(granted.parts[0]); // the fewest left binds
+      expect((await granted.settle([1, 1, 20])).map((state) => state.remaining)).toEqual([2, 4, 20]);
+      const again = await admitThree(limiters, keys, 10);
+      await again.cancel();
+      expect((await states(limiters, keys)).map((state) => state.remaining)).toEqual([2, 4, 20]);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  test('a key holding a foreign value fails the whole script: every part is answered by its outage policy, and nothing is spent', async () => {
+    const redis = ioredisClient();
+    try {
+      const prefix = uniquePrefix('foreign');
+      const errors: Error[] = [];
+      const deny = threeLimiters(redis, { prefix, onError: (error) => errors.push(error) });
+      await redis.set(`${prefix}tokens:fixed-window:o`, 'not a state');
+      const before = await deny[0].peek('u', 0);
+      const refused = await admitThree(deny, ['u', 'o', 'o'], 1);
+      expect(refused.parts.map((part) => [part.allowed, part.degraded])).toEqual([
+        [false, 'store-error'],
+        [false, 'store-error'],
+        [false, 'store-error'],
+      ]);
+      expect(errors).toHaveLength(3);
+      expect(await deny[0].peek('u', 0)).toEqual(before);
+      const allow = threeLimiters(redis, { prefix, onStoreError: 'allow' });
+      const granted = await admitThree(allow, ['u', 'o', 'o'], 1);
+      expect(granted.parts.map((part) => [part.allowed, part.degraded])).toEqual([
+        [true, 'store-error'],
+        [true, 'store-error'],
+        [true, 'store-error'],
+      ]);
+      await granted.settle([1, 1, 1]); // degraded: nothing held, nothing sent
+      expect(await deny[0].peek('u', 0)).toEqual(before);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  test('a rule function that throws rejects the admission with its error, and nothing is spent', async () => {
+    const redis = ioredisClient();
+    try {
+      const prefix = uniquePrefix('rule-throws');
+      const [user, , tokens] = threeLimiters(redis, { prefix });
+      const broken = new RedisRateLimiter({ client: redis, algorithm: 'token-bucket', rule: async () => Promise.reject(new Error('no plan')), onStoreError: 'deny', prefix, name: 'broken' });
+      await expect(admit([{ limiter: user, key: 'u' }, { limiter: broken, key: 'o' }, { limiter: tokens, key: 'o' }])).rejects.toThrow('no plan');
+      expect((await user.peek('u', 0)).remaining).toBe(3);
+      expect((await tokens.peek('o', 0)).remaining).toBe(100);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  test('a script call that times out: every part answered by its outage policy (store-timeout), at once with the others', async () => {
+    const redis = ioredisClient();
+    const gated = gatedClient(toScriptClient(redis));
+    try {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+      const limiters = threeLimiters(gated, { prefix: uniquePrefix('timeout'), timeoutMs: 200 });
+      let admission: Awaited<ReturnType<typeof admitThree>> | undefined;
+      const answered = admitThree(limiters, ['u', 'o', 'o'], 1).then((made) => (admission = made));
+      await vi.advanceTimersByTimeAsync(199);
+      expect(admission).toBeUndefined();
+      await vi.advanceTimersByTimeAsync(1);
+      await answered;
+      expect(admission!.parts.map((part) => [part.allowed, part.degraded])).toEqual([
+        [false, 'store-timeout'],
+        [false, 'store-timeout'],
+        [false, 'store-timeout'],
+      ]);
+      expect(gated.sent).toHaveLength(1);
+    } finally {
+      vi.useRealTimers();
+      gated.open();
+      redis.disconnect();
+    }
+  });
+});
+
+describe.skipIf(redisPort === 0)('admit over a Redis Cluster', { timeout: 60_000 }, () => {
+  let cluster: RedisCluster;
+  let client: Cluster;
+  const sent: string[][] = [];
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster();
+    client = new Cluster(cluster.ports.map((port) => ({ host: '127.0.0.1', port })));
+    // A counting wrapper around the real client: the keys of each script call it sends.
+    const evalsha = client.evalsha.bind(client) as (...args: unknown[]) => Promise<unknown>;
+    (client as unknown as { evalsha: (...args: unknown[]) => Promise<unknown> }).evalsha = (...args: unknown[]) => {
+      sent.push((args as [string, number, string[]])[2]);
+      return evalsha(...args);
+    };
+  }, 60_000);
+
+  afterAll(async () => {
+    client?.disconnect();
+    await cluster?.stop();
+  });
+
+  test('keys sharing a hash tag ({org-7}): one script on one node, atomic', async () => {
+    const prefix = uniquePrefix('cluster-joint');
+    const limiters = threeLimiters(client, { prefix });
+    const keys = ['{org-7}:user-1', '{org-7}', '{org-7}'];
+    sent.length = 0;
+    const granted = await admitThree(limiters, keys, 30);
+    expect(granted.decision.allowed).toBe(true);
+    expect(sent).toEqual([[`${prefix}user:token-bucket:{org-7}:user-1`, `${prefix}org:sliding-window-log:{org-7}`, `${prefix}tokens:fixed-window:{org-7}`]]);
+    const before = await states(limiters, keys);
+    sent.length = 0;
+    const refused = await admitThree(limiters, keys, 71);
+    expect(refused.decision.allowed).toBe(false);
+    expect(sent).toHaveLength(1);
+    expect(await states(limiters, keys)).toEqual(before);
+    await granted.settle([1, 1, 10]);
+    expect((await states(limiters, keys)).map((state) => state.remaining)).toEqual([2, 4, 90]);
+  });
+
+  test('keys in different slots: reserved in order, the granted ones given back when one refuses', async () => {
+    const prefix = uniquePrefix('cluster-apart');
+    const limiters = threeLimiters(client, { prefix });
+    const keys = ['user-1', 'org-1', 'org-2'];
+    expect(new Set(limiters.map((limiter, i) => hashSlot(`${prefix}${['user:token-bucket:', 'org:sliding-window-log:', 'tokens:fixed-window:'][i]}${keys[i]}`))).size).toBeGreaterThan(1);
+    await limiters[2].charge(keys[2]!, 1);
+    const before = await states(limiters, keys);
+    sent.length = 0;
+    const refused = await admitThree(limiters, keys, 100);
+    expect(refused.decision.allowed).toBe(false);
+    // One reservation each (the third refused), then the two granted ones cancelled.
+    expect(sent.map((keys) => keys.length)).toEqual([1, 1, 1, 1, 1]);
+    expect(await states(limiters, keys)).toEqual(before);
+  });
+});
+
+describe.skipIf(redisPort === 0)('admit through @upstash/redis (a RedisScriptClient), over the loopback Upstash shim', () => {
+  test('one script call per admission (INFO commandstats of a server of its own), all or nothing', async () => {
+    const server = await startRedisServer();
+    const redis = ioredisClient(server.port);
+    const shim = await startUpstashShim(redis, 'token');
+    try {
+      const client = new Upstash({ url: shim.url, token: 'token' });
+      const evalshaCalls = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+      const limiters = threeLimiters(client, { prefix: uniquePrefix('upstash-joint') });
+      const keys = ['u', 'o', 'o'];
+      await admitThree(limiters, keys, 1);
+      const before = await states(limiters, keys);
+      await redis.config('RESETSTAT');
+      const refused = await admitThree(limiters, keys, 100);
+      expect(refused.decision.allowed).toBe(false);
+      expect(await evalshaCalls()).toBe(1);
+      expect(await states(limiters, keys)).toEqual(before);
+      const granted = await admitThree(limiters, keys, 9);
+      expect(granted.parts.map((part) => [part.allowed, part.remaining])).toEqual([
+        [true, 1],
+        [true, 3],
+        [true, 90],
+      ]);
+      await granted.settle([1, 1, 4]);
+      expect((await states(limiters, keys)).map((state) => state.remaining)).toEqual([1, 3, 95]);
+    } finally {
+      await shim.close();
+      redis.disconnect();
+      await server.stop();
+    }
+  });
 });
