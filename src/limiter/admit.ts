@@ -100,7 +100,11 @@ interface JointAdmitting {
  *
  * In memory it is synchronous and atomic. With a store part (one whose `reserve` returns a Promise)
  * it resolves once every part is decided and, when refused, once the granted parts are given back;
- * meanwhile another caller may be refused by permits about to come back. A give-back that fails
+ * meanwhile another caller may be refused by permits about to come back. Store parts whose limiters
+ * can decide them together (`RedisRateLimiter` parts on one client, keys in one hash slot) are one
+ * atomic call instead, all granted or none: the other parts are then reserved first, in order (one
+ * in memory before anything is sent; when one refuses, the joint parts are answered by their `peek`),
+ * and given back if that call refuses. A give-back that fails
  * goes to `onError` and leaves those permits spent. A part the store's outage policy answered
  * counts as that policy answered: a degraded grant lets the admission through (it holds nothing to
  * give back), a degraded refusal refuses it.
