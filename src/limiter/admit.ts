@@ -66,29 +66,22 @@ export interface AdmitOptions {
   onError?: ((error: unknown, part: number) => void) | undefined;
 }
 
-type Held = Reservation | AsyncReservation;
+/** A part's reservation, in memory or over a store. */
+export type Held = Reservation | AsyncReservation;
 
 /**
- * The key under which a limiter offers to decide its parts of an admission together with others in
- * one atomic call (`RedisRateLimiter`: one script over one client and hash slot). `Symbol.for`, so
- * that two copies of the library loaded side by side (ESM and CommonJS) still join each other's parts.
+ * The key under which a store limiter offers to decide an admission's parts from the first of its
+ * kind on, with the parts of other limiters that can join them, in one atomic call (a
+ * `RedisRateLimiter`: one script over one client and hash slot; src/store/joint-admission.ts).
+ * `Symbol.for`, so that two copies of the library loaded side by side (ESM and CommonJS) still
+ * find each other's limiters. Its answer is undefined when the parts cannot join: the in-order path
+ * then decides them.
  */
-export const JOINT = Symbol.for('ratekeeper.admit.joint');
+export const ADMIT_JOINTLY = Symbol.for('ratekeeper.admit.jointly');
 
-/** What a limiter offering {@link JOINT} answers for one part: how it may join others, and how to reserve it so. */
-export interface JointPart {
-  /** Parts join in one call when every one's `together` is the same value (the client) and `slot` the same number (the hash slot). */
-  readonly together: unknown;
-  readonly slot: number;
-  /** A gathering of `count` parts, sent as one call once each has joined it (or left it, answered before its turn: a failed rule lookup, a timeout). */
-  gather(count: number): unknown;
-  /** Reserves this part as the `index`-th of `gathering`: resolves as `reserve` would, once the gathering is answered. */
-  reserve(gathering: unknown, index: number): Promise<AsyncReservation>;
-}
-
-/** A limiter offering {@link JOINT}: undefined for a part it cannot join (the in-order path then decides it, and reports bad input). */
-interface JointAdmitting {
-  [JOINT](key: string, permits: number): JointPart | undefined;
+/** A limiter offering {@link ADMIT_JOINTLY}; `held` are the reservations of the parts before `from`, all granted. */
+export interface JointlyAdmitting {
+  [ADMIT_JOINTLY](parts: readonly AdmissionPart[], from: number, held: readonly Held[], onError: AdmitOptions['onError']): Promise<StoreAdmission> | undefined;
 }
 
 /**
@@ -137,14 +130,11 @@ export function admit(parts: readonly AdmissionPart[], options?: AdmitOptions): 
   // Filled in order, so packed; the decisions are read off the reservations (an admission of three
   // parts is on the hot path of every request: one array fewer is measurable).
   const held: Held[] = [];
-  let jointTried = false;
   for (let i = 0; i < n; i++) {
     const { limiter, key, permits = 1 } = parts[i]!;
-    if (!jointTried && (limiter as Partial<JointAdmitting>)[JOINT] !== undefined) {
-      jointTried = true;
-      const joint = admitJointly(parts, i, held, onError);
-      if (joint !== undefined) return joint;
-    }
+    // Asked at the first store part only: its reservation below is a Promise, and the rest goes in order.
+    const joint = (limiter as Partial<JointlyAdmitting>)[ADMIT_JOINTLY]?.(parts, i, held, onError);
+    if (joint !== undefined) return joint;
     let reservation: Reservation | Promise<AsyncReservation>;
     try {
       reservation = limiter.reserve(key, permits);
@@ -215,77 +205,6 @@ async function admitOverStores(
   return new StoreAdmitted(decisions, held);
 }
 
-/**
- * From the first part offering {@link JOINT} on: when every such part (at least two) can join one
- * call, the other parts are reserved first, in order (so one in memory is decided before anything
- * is sent), then the joint parts in one atomic call. Undefined when they cannot all join: the
- * in-order path decides them.
- */
-function admitJointly(parts: readonly AdmissionPart[], from: number, held: Held[], onError: AdmitOptions['onError']): Promise<StoreAdmission> | undefined {
-  const indexes: number[] = [];
-  const joint: JointPart[] = [];
-  for (let i = from; i < parts.length; i++) {
-    const { limiter, key, permits = 1 } = parts[i]!;
-    const offer = (limiter as Partial<JointAdmitting>)[JOINT];
-    if (offer === undefined) continue;
-    const part = offer.call(limiter, key, permits);
-    if (part === undefined || (joint.length > 0 && (part.together !== joint[0]!.together || part.slot !== joint[0]!.slot))) return undefined;
-    indexes.push(i);
-    joint.push(part);
-  }
-  // One joint part alone gains nothing from a call of its own: its reservation is one round trip too.
-  return joint.length < 2 ? undefined : jointly(parts, from, [...held], indexes, joint, onError);
-}
-
-async function jointly(parts: readonly AdmissionPart[], from: number, held: Held[], indexes: readonly number[], joint: readonly JointPart[], onError: AdmitOptions['onError']): Promise<StoreAdmission> {
-  const decisions = decisionsOf(held);
-  for (let i = from, next = 0; i < parts.length; i++) {
-    if (indexes[next] === i) {
-      next++;
-      continue;
-    }
-    const { limiter, key, permits = 1 } = parts[i]!;
-    let reservation: Reservation | AsyncReservation;
-    try {
-      reservation = await limiter.reserve(key, permits);
-    } catch (error) {
-      await giveBack(held, onError);
-      throw error;
-    }
-    decisions[i] = reservation.decision;
-    if (!reservation.decision.allowed) {
-      // Nothing was sent for the joint parts: they are answered by their peek, as every part not yet reserved.
-      try {
-        await peekRest(parts, from, decisions);
-      } finally {
-        await giveBack(held, onError);
-      }
-      return new StoreAdmitted(decisions, undefined);
-    }
-    held[i] = reservation;
-  }
-  const gathering = joint[0]!.gather(joint.length);
-  const outcomes = await Promise.allSettled(joint.map((part, m) => part.reserve(gathering, m)));
-  let failure: PromiseRejectedResult | undefined;
-  for (let m = 0; m < outcomes.length; m++) {
-    const outcome = outcomes[m]!;
-    if (outcome.status === 'rejected') failure ??= outcome;
-    else {
-      held[indexes[m]!] = outcome.value;
-      decisions[indexes[m]!] = outcome.value.decision;
-    }
-  }
-  if (failure !== undefined) {
-    await giveBack(held, onError);
-    throw failure.reason;
-  }
-  if (decisions.every((decision) => decision.allowed)) return new StoreAdmitted(decisions, held);
-  // Refused: the joint call granted none of its parts (those the outage policy granted hold
-  // nothing); the parts reserved before it are given back.
-  await giveBack(held, onError);
-  return new StoreAdmitted(decisions, undefined);
-}
-
 async function refused(held: Held[], decisions: Decision[], onError: AdmitOptions['onError']): Promise<StoreAdmission> {
   await giveBack(held, onError);
   return new StoreAdmitted(decisions, undefined);
@@ -296,7 +215,7 @@ async function refused(held: Held[], decisions: Decision[], onError: AdmitOption
  * came at once, else a Promise of them all (asked together: a peek writes nothing, so their order
  * cannot matter).
  */
-function peekRest(parts: readonly AdmissionPart[], from: number, decisions: Decision[]): Promise<void> | undefined {
+export function peekRest(parts: readonly AdmissionPart[], from: number, decisions: Decision[]): Promise<void> | undefined {
   let pending: Promise<void>[] | undefined;
   for (let j = from; j < parts.length; j++) {
     if (decisions[j] !== undefined) continue;
@@ -313,7 +232,7 @@ function peekRest(parts: readonly AdmissionPart[], from: number, decisions: Deci
  * Promise once every store has answered. A cancel that fails goes to `onError`. (In order: a store
  * whose bucket refunds are safe rather than exact gives back in full what is cancelled earliest first.)
  */
-function giveBack(held: readonly Held[], onError: AdmitOptions['onError']): Promise<void> | undefined {
+export function giveBack(held: readonly Held[], onError: AdmitOptions['onError']): Promise<void> | undefined {
   let pending: Promise<void>[] | undefined;
   for (let i = 0; i < held.length; i++) {
     const reservation = held[i];
@@ -383,7 +302,7 @@ class MemoryAdmitted extends Admitted implements MemoryAdmission {
   }
 }
 
-class StoreAdmitted extends Admitted implements StoreAdmission {
+export class StoreAdmitted extends Admitted implements StoreAdmission {
   async settle(actual: readonly number[]): Promise<Decision[]> {
     const held = this.take(actual);
     if (held === undefined) return [...this.parts];
@@ -418,7 +337,7 @@ function zeros(count: number): number[] {
   return new Array<number>(count).fill(0);
 }
 
-function decisionsOf(held: readonly Held[]): Decision[] {
+export function decisionsOf(held: readonly Held[]): Decision[] {
   return held.map((reservation) => reservation!.decision);
 }
 

@@ -6,7 +6,7 @@ import { Rule, sharedPerRule } from '../core/rule';
 import { Closable } from '../core/symbols';
 import { checkPermits, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
-import { JOINT, type JointPart } from '../limiter/admit';
+import { ADMIT_JOINTLY, type AdmissionPart, type AdmitOptions, type Held, type JointlyAdmitting, type StoreAdmission } from '../limiter/admit';
 import { MAX_BLOCK_MS } from '../limiter/key-blocks';
 import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
 import { AsyncKeyReservation, type AsyncReservation } from '../limiter/reservation';
@@ -21,6 +21,7 @@ import { type Outage, outagePolicy, peekOutagePolicy, type StoreErrorPolicy } fr
 import type { RefusalCache } from './refusal-cache';
 import { checkStoreOptions, refusalCacheFor, report, toRule } from './store-options';
 import { Gathering } from './gathering';
+import { admitJointly, JOINT, type JointPart } from './joint-admission';
 import { CallTimeouts } from './timeout';
 
 /**
@@ -126,7 +127,7 @@ const UNKNOWN = new Rule(1, 1);
  * call, batching, the refusal cache, waiting and reservations. `RedisRateLimiter` and
  * `PostgresRateLimiter` are this class over their engines.
  */
-export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends Closable implements AsyncRateLimiter {
+export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends Closable implements AsyncRateLimiter, JointlyAdmitting {
   /**
    * The rule every key is limited by, as given (checked and copied): a `Rule`, or the function
    * that chooses each key's rule.
@@ -370,9 +371,14 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
     return this.#reserve(key, permits, undefined, 0);
   }
 
+  /** `admit` from this limiter's part on, with the parts that can join one atomic call (src/store/joint-admission.ts). */
+  [ADMIT_JOINTLY](parts: readonly AdmissionPart[], from: number, held: readonly Held[], onError: AdmitOptions['onError']): Promise<StoreAdmission> | undefined {
+    return admitJointly(parts, from, held, onError);
+  }
+
   /**
-   * This limiter's part of an admission decided with others in one atomic call (src/limiter/admit.ts),
-   * when its engine offers one; undefined for bad input, which the in-order path then reports.
+   * This limiter's part of an admission decided with others in one atomic call, when its engine
+   * offers one; undefined for bad input, which its `reserve` then reports.
    */
   [JOINT](key: string, permits: number): JointPart | undefined {
     const joint = this.#engine.joint;
