@@ -205,6 +205,71 @@ describe.skipIf(redisPort === 0)('admit over one Redis server: round trips and f
     }
   });
 
+  test('two separately loaded copies of the library join their parts in one script (Symbol.for)', async () => {
+    const server = await startRedisServer();
+    const redis = ioredisClient(server.port);
+    try {
+      const first = await import('../../src/redis');
+      vi.resetModules();
+      const second = await import('../../src/redis');
+      const { admit: admitOfSecond } = await import('../../src/index');
+      expect(second.RedisRateLimiter).not.toBe(first.RedisRateLimiter);
+      const prefix = uniquePrefix('copies');
+      const user = new first.RedisRateLimiter({ client: redis, algorithm: 'token-bucket', rule: Rule.perMinute(2), onStoreError: 'deny', prefix, name: 'user' });
+      const org = new second.RedisRateLimiter({ client: redis, algorithm: 'fixed-window', rule: Rule.perMinute(5), onStoreError: 'deny', prefix, name: 'org' });
+      await admitOfSecond([{ limiter: user, key: 'u' }, { limiter: org, key: 'o' }]); // loads the script
+      await redis.config('RESETSTAT');
+      const granted = await admitOfSecond([{ limiter: user, key: 'u' }, { limiter: org, key: 'o' }]);
+      expect(granted.parts.map((part) => part.remaining)).toEqual([0, 3]);
+      const refused = await admit([{ limiter: org, key: 'o' }, { limiter: user, key: 'u' }]);
+      expect(refused.parts.map((part) => part.allowed)).toEqual([true, false]);
+      expect(Number(/cmdstat_evalsha:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1])).toBe(2);
+      expect((await org.peek('o', 0)).remaining).toBe(3);
+    } finally {
+      redis.disconnect();
+      await server.stop();
+    }
+  });
+
+  test('a part that cannot join (an async limiter of its own) is reserved before the script, and given back when it refuses', async () => {
+    const redis = ioredisClient();
+    try {
+      const limiters = threeLimiters(redis, { prefix: uniquePrefix('beside') });
+      const memory = new KeyedRateLimiter({ algorithm: () => new twins['fixed-window'](new Rule(1, 60_000)), clock: new ManualClock(0) });
+      const order: string[] = [];
+      const other = {
+        reserve: async (key: string, permits: number) => {
+          order.push('other');
+          const reservation = memory.reserve(key, permits);
+          return { decision: reservation.decision, settle: async (actual: number) => reservation.settle(actual), cancel: async () => reservation.cancel() };
+        },
+        peek: async (key: string, permits: number) => memory.peek(key, permits),
+      };
+      const parts = [
+        { limiter: limiters[0], key: 'u' },
+        { limiter: other, key: 'x' },
+        { limiter: limiters[2], key: 'o', permits: 90 },
+      ];
+      const granted = await admit(parts);
+      expect(granted.parts.map((part) => part.allowed)).toEqual([true, true, true]);
+      await granted.settle([1, 1, 90]);
+      // The script refuses (tokens): the other part, reserved first, is given back.
+      memory.reset('x');
+      const refused = await admit(parts);
+      expect(refused.parts.map((part) => part.allowed)).toEqual([true, true, false]);
+      expect(memory.peek('x', 0).remaining).toBe(1);
+      // The other part refuses: nothing is reserved in Redis, whose parts are answered by their peek.
+      memory.tryAcquire('x');
+      const before = await states(limiters, ['u', 'o', 'o']);
+      const none = await admit(parts);
+      expect(none.parts.map((part) => part.allowed)).toEqual([true, false, false]);
+      expect(await states(limiters, ['u', 'o', 'o'])).toEqual(before);
+      expect(order).toEqual(['other', 'other', 'other']);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
   test('a key holding a foreign value fails the whole script: every part is answered by its outage policy, and nothing is spent', async () => {
     const redis = ioredisClient();
     try {
