@@ -270,6 +270,25 @@ describe.skipIf(redisPort === 0)('admit over one Redis server: round trips and f
     }
   });
 
+  test.each(['redis-server', 'valkey-server'] as const)('%s: awkward keys (braces, unicode, NUL, 10 000 bytes, empty) in one script, all or nothing', async (binary) => {
+    const server = await startRedisServer({ binary });
+    const redis = ioredisClient(server.port);
+    try {
+      const limiters = threeLimiters(redis, { prefix: uniquePrefix('awkward') });
+      for (const key of ['{', '}{', '{org}:x', 'ключ-🚀', 'nul\u0000byte', 'x'.repeat(10_000), '']) {
+        const keys = [key, key, key];
+        expect((await admitThree(limiters, keys, 60)).decision.allowed).toBe(true);
+        const before = await states(limiters, keys);
+        const refused = await admitThree(limiters, keys, 41);
+        expect(refused.parts.map((part) => part.allowed)).toEqual([true, true, false]);
+        expect(await states(limiters, keys)).toEqual(before);
+      }
+    } finally {
+      redis.disconnect();
+      await server.stop();
+    }
+  });
+
   test('a key holding a foreign value fails the whole script: every part is answered by its outage policy, and nothing is spent', async () => {
     const redis = ioredisClient();
     try {
