@@ -4,6 +4,7 @@
 // reserve would answer (after the first refusal, as its peek), and granted parts settle as any
 // reservation does.
 import { fc, test } from '@fast-check/vitest';
+import { readFileSync } from 'node:fs';
 import { Redis as Upstash } from '@upstash/redis';
 import { Cluster, type Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -286,6 +287,36 @@ describe.skipIf(redisPort === 0)('admit over one Redis server: round trips and f
     } finally {
       redis.disconnect();
       await server.stop();
+    }
+  });
+
+  test.each(['fixed-window', 'sliding-window-log'] as const)('%s: a key the previous version wrote, adopted by a part of a refused admission, is put back as it was', async (algorithm) => {
+    const redis = ioredisClient();
+    try {
+      const prefix = uniquePrefix('adopted');
+      const rule = new Rule(5, 60_000);
+      const now = 1_700_000_000_000;
+      // The previous version's key for 'k' (its rule in the name), made by its own script: 2 used.
+      const previous = readFileSync(new URL(`./fixtures/previous-scripts/${algorithm}.lua`, import.meta.url), 'utf8');
+      const oldKey = `${prefix}${algorithm}:5/60000:k`;
+      await redis.eval(previous, 1, oldKey, '5', '60000', '2', String(now));
+      const dump = await redis.dumpBuffer(oldKey);
+      const clock = new ManualClock(now);
+      const adopting = new RedisRateLimiter({ client: redis, algorithm, rule, onStoreError: 'deny', prefix, clock });
+      const full = new RedisRateLimiter({ client: redis, algorithm: 'token-bucket', rule: new Rule(1, 60_000), onStoreError: 'deny', prefix, name: 'full', clock });
+      await full.tryAcquire('k');
+      const refused = await admit([{ limiter: adopting, key: 'k' }, { limiter: full, key: 'k' }]);
+      expect(refused.parts.map((part) => [part.allowed, part.remaining])).toEqual([
+        [true, 2],
+        [false, 0],
+      ]);
+      expect(await redis.dumpBuffer(oldKey)).toEqual(dump);
+      expect(await redis.exists(`${prefix}${algorithm}:k`)).toBe(0);
+      // Adopted later all the same: nothing the previous version counted is forgiven.
+      expect((await adopting.tryAcquire('k')).remaining).toBe(2);
+      expect(await redis.exists(oldKey)).toBe(0);
+    } finally {
+      redis.disconnect();
     }
   });
 
