@@ -29,11 +29,21 @@ export interface JointOptions {
 }
 
 /**
+ * The error of a server that does not run a command the admission script needs (`DUMP` or
+ * `RESTORE` renamed away, an ACL without them, a provider that leaves them out).
+ */
+const UNSUPPORTED = /unknown (redis )?command|NOPERM/i;
+
+/** Clients whose server failed the script so: their admissions go in order (every limiter on them alike). */
+const unsupported = new WeakSet<object>();
+
+/**
  * An admission's reservations on one Redis client and hash slot as one script call (see
  * src/redis/lua/admit.ts), atomic: all granted, or none. A reply the script gives for every part
  * answers each call (a grant with its receipt, so that it settles as any reservation does); a
  * failure of the call (the client's error, a timeout, a key holding what is no state of ours) is
- * every part's failure, each then answered by its own limiter's outage policy.
+ * every part's failure, each then answered by its own limiter's outage policy. A server that does
+ * not run `DUMP` or `RESTORE` fails the script so once: later admissions on it go in order.
  */
 export class RedisJoint implements JointEngine {
   readonly together: unknown;
@@ -45,6 +55,7 @@ export class RedisJoint implements JointEngine {
   }
 
   slot(key: string): number {
+    if (unsupported.has(this.together as object)) throw new Error('ratekeeper: this server does not run the admission script');
     this.#options.checkKey(key);
     return this.#options.slot(this.#options.redisKey(key));
   }
@@ -88,6 +99,9 @@ export class RedisJoint implements JointEngine {
       }
     };
     const failed = (error: unknown) => {
+      // The script cannot run here: later admissions go in order. This one is answered as any
+      // failed call (what the script wrote before the command it lacked stays spent).
+      if (UNSUPPORTED.test(String((error as Error | undefined)?.message))) unsupported.add(this.together as object);
       for (const call of calls) call.fail(error);
     };
     const { scriptClient, startUp } = this.#options;

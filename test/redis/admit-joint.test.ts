@@ -322,6 +322,29 @@ describe.skipIf(redisPort === 0)('admit over one Redis server: round trips and f
     }
   });
 
+  test('a server without DUMP: the first admission is answered by the outage policy, later ones go in order', async () => {
+    const server = await startRedisServer({ args: ['--rename-command', 'DUMP', ''] });
+    const redis = ioredisClient(server.port);
+    try {
+      const limiters = threeLimiters(redis, { prefix: uniquePrefix('no-dump') });
+      const keys = ['u', 'o', 'o'];
+      const first = await admitThree(limiters, keys, 1);
+      expect(first.parts.map((part) => part.degraded)).toEqual(['store-error', 'store-error', 'store-error']);
+      const granted = await admitThree(limiters, keys, 1);
+      expect(granted.parts.map((part) => [part.allowed, part.remaining, part.degraded])).toEqual([
+        [true, 2, undefined],
+        [true, 4, undefined],
+        [true, 99, undefined],
+      ]);
+      const refused = await admitThree(limiters, keys, 100);
+      expect(refused.decision.allowed).toBe(false);
+      expect((await states(limiters, keys)).map((state) => state.remaining)).toEqual([2, 4, 99]);
+    } finally {
+      redis.disconnect();
+      await server.stop();
+    }
+  });
+
   test('a key holding a foreign value fails the whole script: every part is answered by its outage policy, and nothing is spent', async () => {
     const redis = ioredisClient();
     try {
