@@ -147,7 +147,8 @@ function save(key, r, s, now, server_now, reset)
     redis.call('SETRANGE', key, 24, struct.pack(${bodyFormat}, unpack(s.body)) .. tail)
     return
   end
-  local ttl = math.max(reset + r.slack, block, s.kept)
+  -- At least 1 ms: a window of 3 ms or less has no slack, and a key as good as new may still be written (SET PX 0 is an error).
+  local ttl = math.max(reset + r.slack, block, s.kept, 1)
   redis.call('SET', key, struct.pack(${format}, r.limit, r.window, server_now + ttl - 1, unpack(s.body)) .. tail, 'PX', ms(ttl))
   if s.legacy then redis.call('DEL', s.legacy) end
 end
