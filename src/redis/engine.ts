@@ -140,15 +140,18 @@ export class RedisEngine implements StoreEngine {
     // A reservation's receipt is the id it is kept under in the key, drawn here; a charge with one
     // settles that reservation above what it reserved.
     const receipt = op === 'reserve' ? receiptId() : (call.receipt as string | undefined);
-    const rest = op === 'reset' ? [] : receipt === undefined ? [String(amount)] : [String(amount), receipt];
+    const { concurrency } = call;
+    // With an in-flight limit, each call also carries it: the receipt's place held by '' when none.
+    const rest =
+      op === 'reset' ? [] : concurrency !== undefined ? [String(amount), receipt ?? '', String(concurrency.limit), String(concurrency.leaseMs)] : receipt === undefined ? [String(amount)] : [String(amount), receipt];
     const { keys, args } = operationArguments(this.#namespace + call.key, op as KeyOperation, reading, this.#split, rule, rest);
     const done = (reply: unknown) => {
       try {
-        if (op === 'block' || op === 'reset') {
-          operationDone(reply, rule.limit);
-          call.answer(undefined);
+        if (op === 'block' || op === 'reset' || op === 'extend') {
+          const held = operationDone(reply, rule.limit);
+          call.answer(undefined, op === 'extend' ? held : undefined);
         } else {
-          const decision = operationDecision(reply, rule.limit);
+          const decision = operationDecision(reply, rule.limit, concurrency !== undefined);
           if (op === 'reserve' && decision.allowed) call.answer(decision, receipt);
           else call.answer(decision);
         }

@@ -40,7 +40,7 @@ export interface StringCodec {
  * (only where the script may reach it: not on a cluster, where `split` is 0). A peek does both in
  * its answer and writes nothing.
  */
-export function stringScript(codec: StringCodec): string {
+export function stringScript(codec: StringCodec, leases = false): string {
   const n = codec.body.length;
   const body = codec.body.join(', ');
   const next = codec.body.map((name) => `new_${name}`).join(', ');
@@ -78,9 +78,9 @@ end`
 -- What only a call on a key that is not a plain state under its rule, or an operation, needs:
 -- take and operations, and all they call, made on first need by rare (see dispatch).
 local function rare(${hot})
-local fresh, valid, charge, used, legacy, legacy_tail, level, deficit, lower, owed, minus, give, mark, refund, fold, load, save, take, operations
+local fresh, valid, charge, used, legacy, legacy_tail, level, deficit, lower, owed, minus, give, mark, refund, fold, load, save, take, operations${leases ? ', place, release, inflight, combined, wait_from' : ''}
 ${LEGACY_KEY}${LEGACY_TAIL}
-function valid(r, ${body})
+function valid(${['r', ...codec.body].join(', ')})
   return ${codec.valid}
 end
 ${codec.rest}
@@ -88,7 +88,7 @@ ${codec.rest}
 -- from the previous version's key), block end and receipts; state is what GET gave, when read.
 -- Writes nothing.
 function load(key, r, now, split, state)
-  local s = { block = -math.huge, rc = {}, expires = -math.huge, dirty = false, kept = 0, size = 0 }
+  local s = { block = -math.huge, rc = {}, ${leases ? 'ls = {}, ' : ''}expires = -math.huge, dirty = false, kept = 0, size = 0 }
   if state == nil then state = redis.call('GET', key) end
   if not state then
     s.body = { fresh(r) }
@@ -103,8 +103,8 @@ function load(key, r, now, split, state)
     return s
   end
   local length = #state
-  local receipts = (length - ${size} - 8) / 24
-  if length ~= ${size} and not (receipts >= 0 and receipts <= MAX_RECEIPTS and receipts % 1 == 0) then
+${leases ? LEASED_LENGTH(size) : `  local receipts = (length - ${size} - 8) / 24
+  if length ~= ${size} and not (receipts >= 0 and receipts <= MAX_RECEIPTS and receipts % 1 == 0) then`}
     error('ratekeeper: the key holds ' .. length .. ' bytes, not a state of this algorithm')
   end
   local v = { struct.unpack(${format}, state) }
@@ -113,7 +113,7 @@ function load(key, r, now, split, state)
   if length > ${size} then
     s.block = struct.unpack('<d', state, ${size} + 1)
     if not (s.block == s.block and s.block < math.huge) then ${FOREIGN} end
-    for at = ${size} + 9, length, 24 do
+${leases ? LEASES_READ(size) : ''}    for at = ${leases ? 'first' : `${size} + 9`}, length, 24 do
       local id, x, y = struct.unpack('<ddd', state, at)
       if not (id >= 1 and id % 1 == 0 and x == x and y == y) then ${FOREIGN} end
       s.rc[#s.rc + 1], s.rc[#s.rc + 2], s.rc[#s.rc + 3] = id, x, y
@@ -137,12 +137,12 @@ end
 -- key had left).
 function save(key, r, s, now, server_now, reset)
   local tail = ''
-  if s.block > -math.huge or #s.rc > 0 then
-    local parts = { struct.pack('<d', s.block) }
+  if s.block > -math.huge or #s.rc > 0${leases ? ' or #s.ls > 0' : ''} then
+    local parts = { struct.pack('<d', s.block) }${leases ? LEASES_WRITE : ''}
     for k = 1, #s.rc, 3 do parts[#parts + 1] = struct.pack('<ddd', s.rc[k], s.rc[k + 1], s.rc[k + 2]) end
     tail = table.concat(parts)
   end
-  local block = math.ceil(s.block - now)
+  local block = math.ceil(${leases ? 'math.max(s.block, s.ls[#s.ls] or -math.huge)' : 's.block'} - now)
   if not s.dirty and ${size} + #tail == s.size and server_now + math.max(reset + r.slack / 2, block) <= s.expires then
     redis.call('SETRANGE', key, 24, struct.pack(${bodyFormat}, unpack(s.body)) .. tail)
     return
@@ -152,7 +152,7 @@ function save(key, r, s, now, server_now, reset)
   if s.legacy then redis.call('DEL', s.legacy) end
 end
 ${fold}
--- tryAcquire (id nil) or reserve (id the caller's receipt id) on any key (state: what GET gave, if read).
+${leases ? leaseOperations(codec, refundBody) : `-- tryAcquire (id nil) or reserve (id the caller's receipt id) on any key (state: what GET gave, if read).
 function take(key, r, now, permits, server_now, split, id, state)
   local s = load(key, r, now, split, state)
   local granted, remaining, retry, reset, ${next} = decide(r, now, permits, unpack(s.body))
@@ -236,10 +236,10 @@ function operations(OPERATIONS, decision)
     return 'OK'
   end
 end
-return take, operations
+`}return take, operations
 end
 local take, operations
-
+${leases ? leaseDispatch(hot) : `
 -- A decision: a key holding just a state under the call's rule is decided and written in place
 -- here; any other (absent, blocked, reserved, under another rule) answers nil and what GET gave,
 -- for take.
@@ -262,7 +262,7 @@ local function decide_key(key, r, now, permits, server_now, split)
   end
   return nil, state
 end
-${dispatch(hot)}`;
+${dispatch(hot)}`}`;
 }
 
 /**
@@ -373,4 +373,266 @@ const LOOP_LOCALS = ['time', 'server_now', 'count', 'split', 'r', 'base', 'chose
  */
 export function topLevelLocals(lua: string): string {
   return [...lua.matchAll(/^local (?:function )?([A-Za-z_][\w, ]*?)(?: =|\(|$)/gm)].flatMap(([, names]) => names!.split(',').map((name) => name.trim())).join(', ');
+}
+
+// Leases (issue 25, DESIGN-25 S3): generated only into the scripts of limiters with an in-flight
+// limit, so a rate alone runs exactly the script it ran before. A leased key's tail is the block
+// end, the number of leases, the leases (receipt id, permits, end), then the receipts: 16 bytes
+// past the state and a multiple of 24, where a tail without leases is 8 past it, so each script
+// tells them apart (a rate-alone script refuses a leased key as not its state). The leases are kept
+// in end order (ties in grant order), as `Concurrency` keeps them, and those ended at the call's
+// time are dropped as the key is read. Each call carries the in-flight limit and lease length
+// (ARGV[8] and ARGV[9]; ARGV[7] is '' when it names no receipt).
+
+/** The most leases a key holds: every lease holds a permit of an in-flight limit of at most this. */
+const MAX_LEASES = 4096;
+
+/** The length check of a leased script's load (the plain one's, with leases allowed for). */
+const LEASED_LENGTH = (size: number) => `  local leased = length > ${size} and (length - ${size}) % 24 == 16
+  local receipts = (length - ${size} - (leased and 16 or 8)) / 24
+  if length ~= ${size} and not (receipts >= 0 and receipts <= MAX_RECEIPTS + ${MAX_LEASES} and receipts % 1 == 0) then`;
+
+/** Reads the leases after the block end (those not ended at `now`), leaving `first` at the receipts. */
+const LEASES_READ = (size: number) => `    local first = ${size} + 9
+    if leased then
+      local count = struct.unpack('<d', state, first)
+      if not (count >= 1 and count <= receipts and count % 1 == 0) then ${FOREIGN} end
+      first = first + 8
+      for _ = 1, count do
+        local id, permits, ends = struct.unpack('<ddd', state, first)
+        if not (id >= 1 and id % 1 == 0 and permits >= 1 and permits % 1 == 0 and ends == ends and ends < math.huge) then ${FOREIGN} end
+        if ends > now then s.ls[#s.ls + 1], s.ls[#s.ls + 2], s.ls[#s.ls + 3] = id, permits, ends end
+        first = first + 24
+      end
+    end
+`;
+
+/** Writes the leases after the block end, when there are any. */
+const LEASES_WRITE = `
+    if #s.ls > 0 then
+      parts[2] = struct.pack('<d', #s.ls / 3)
+      for k = 1, #s.ls, 3 do parts[#parts + 1] = struct.pack('<ddd', s.ls[k], s.ls[k + 1], s.ls[k + 2]) end
+    end`;
+
+/**
+ * A leased script's reserve (`take`) and operations. Every decision is the in-memory
+ * `Composite([rate, Concurrency])`'s (src/algorithms/composite.ts), or the `Concurrency`'s alone
+ * for the body-less codec: `combined` answers granted, the binding limit, remaining, retryAfterMs
+ * and resetAfterMs, and decisions reply with the binding limit last.
+ */
+function leaseOperations(codec: StringCodec, refundBody: string): string {
+  const rate = codec.body.length > 0;
+  const receiptOf = codec.folds ? `local x, y = deficit(r, s.body[1], s.body[2])` : `local x, y = mark(r, unpack(s.body)), 0`;
+  const combined = rate
+    ? `
+-- Composite.peek: the part with the fewest permits binds (the rate on a tie); a refusal's retry is
+-- the first time both allow, and its reset the first time after that both are as new.
+function combined(r, s, now, permits, limit, lease)
+  local g1, rem1, ret1, res1 = decide(r, now, permits, unpack(s.body))
+  local g2, rem2, ret2, res2 = inflight(s, limit, lease, now, permits)
+  local reset = math.max(res1, res2)
+  if permits == 0 then
+    if rem2 < rem1 then return true, limit, rem2, 0, reset end
+    return true, r.limit, rem1, 0, reset
+  end
+  local has1, has2 = rem1, rem2
+  if g1 then has1 = rem1 + permits end
+  if g2 then has2 = rem2 + permits end
+  local bound, available = r.limit, has1
+  if has2 < has1 then bound, available = limit, has2 end
+  local longest = math.max(ret1, ret2)
+  if longest == 0 then return true, bound, available - permits, 0, reset end
+  local retry = wait_from(r, s, now, permits, longest, limit, lease)
+  return false, bound, available, retry, wait_from(r, s, now, 0, retry, limit, lease)
+end
+
+-- Composite.waitFrom: the first whole ms from wait on at which both parts allow (permits 0: are as new).
+function wait_from(r, s, now, permits, wait, limit, lease)
+  while true do
+    local _, _, a_retry, a_reset = decide(r, now + wait, permits, unpack(s.body))
+    local _, _, b_retry, b_reset = inflight(s, limit, lease, now + wait, permits)
+    local longest = math.max(a_retry, b_retry)
+    if permits == 0 then longest = math.max(a_reset, b_reset) end
+    if longest == 0 then return wait end
+    if wait + longest >= MAX_WINDOW then return MAX_WINDOW end
+    if now + wait + longest == now + wait then return wait + longest end
+    wait = wait + longest
+  end
+end`
+    : `
+function combined(r, s, now, permits, limit, lease)
+  local granted, remaining, retry, reset = inflight(s, limit, lease, now, permits)
+  return granted, limit, remaining, retry, reset
+end`;
+  return `-- Puts a lease in end order, after those ending at the same time.
+function place(s, id, permits, ends)
+  local i = #s.ls + 1
+  while i > 1 and s.ls[i - 1] > ends do i = i - 3 end
+  table.insert(s.ls, i, ends) table.insert(s.ls, i, permits) table.insert(s.ls, i, id)
+end
+
+-- Drops lease id; whether the key held it.
+function release(s, id)
+  for k = 1, #s.ls, 3 do
+    if s.ls[k] == id then
+      table.remove(s.ls, k) table.remove(s.ls, k) table.remove(s.ls, k)
+      return true
+    end
+  end
+  return false
+end
+
+-- Concurrency.peek at time t (the leases ending after t hold): granted, remaining, retry, reset.
+function inflight(s, limit, lease, t, permits)
+  local held, last = 0, nil
+  for k = 1, #s.ls, 3 do
+    if s.ls[k + 2] > t then held, last = held + s.ls[k + 1], s.ls[k + 2] end
+  end
+  local free = limit - held
+  local reset = 0
+  if last then reset = math.min(MAX_WINDOW, math.ceil(last - t)) end
+  if permits == 0 then return true, math.max(free, 0), 0, reset end
+  if permits <= free then return true, free - permits, 0, math.min(MAX_WINDOW, math.ceil(math.max(last and last - t or 0, lease))) end
+  local needed, freed = permits - free, 0
+  for k = 1, #s.ls, 3 do
+    if s.ls[k + 2] > t then
+      freed = freed + s.ls[k + 1]
+      if freed >= needed then return false, math.max(free, 0), math.max(1, math.min(MAX_WINDOW, math.ceil(s.ls[k + 2] - t))), reset end
+    end
+  end
+  return false, math.max(free, 0), MAX_WINDOW, reset
+end
+${combined}
+-- reserve: the rate's grant (and its receipt) and a lease, both or neither.
+function take(key, r, now, permits, server_now, split, id, limit, lease)
+  local s = load(key, r, now, split)
+  local granted, bound, remaining, retry, reset = combined(r, s, now, permits, limit, lease)
+  if s.block > now then
+    if s.dirty then save(key, r, s, now, server_now, reset) end
+    local wait = math.ceil(s.block - now)
+    return false, bound, 0, math.max(wait, retry), math.max(wait, reset)
+  end
+  if granted then${
+    rate
+      ? `
+    ${codec.folds ? 'fold(r, s, now)' : ''}
+    s.body = { select(5, decide(r, now, permits, unpack(s.body))) }
+    ${receiptOf}
+    s.rc[#s.rc + 1], s.rc[#s.rc + 2], s.rc[#s.rc + 3] = id, x, y
+    if #s.rc > 3 * MAX_RECEIPTS then table.remove(s.rc, 1) table.remove(s.rc, 1) table.remove(s.rc, 1) end`
+      : ''
+  }
+    place(s, id, permits, now + lease)
+    save(key, r, s, now, server_now, reset)
+  elseif s.dirty then
+    save(key, r, s, now, server_now, reset)
+  end
+  return granted, bound, remaining, retry, reset
+end
+
+function operations(OPERATIONS, decision)
+  function OPERATIONS.peek(key, r, now, server_now, split, permits, _, limit, lease)
+    local s = load(key, r, now, split)
+    local granted, bound, remaining, retry, reset = combined(r, s, now, tonumber(permits), limit, lease)
+    if s.block > now then
+      local wait = math.ceil(s.block - now)
+      return decision(false, 0, math.max(wait, retry), math.max(wait, reset), bound)
+    end
+    return decision(granted, remaining, retry, reset, bound)
+  end
+  function OPERATIONS.reserve(key, r, now, server_now, split, permits, id, limit, lease)
+    local granted, bound, remaining, retry, reset = take(key, r, now, tonumber(permits), server_now, split, tonumber(id), limit, lease)
+    return decision(granted, remaining, retry, reset, bound)
+  end${
+    rate
+      ? `
+  local function settle(r, s, now, permits, id)
+    local i
+    for k = 1, #s.rc / 3 do if s.rc[3 * k - 2] == id then i = k end end
+    if not i then return false end
+    ${refundBody}
+    table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2)
+    return true
+  end`
+      : ''
+  }
+  -- A settle past what was reserved: its lease released, the excess charged to the rate alone.
+  function OPERATIONS.charge(key, r, now, server_now, split, permits, id, limit, lease)
+    local s = load(key, r, now, split)
+    id = tonumber(id)
+    release(s, id)${
+      rate
+        ? `
+    settle(r, s, now, 0, id)
+    ${codec.folds ? 'fold(r, s, now)' : ''}
+    local v = { charge(r, now, tonumber(permits), unpack(s.body)) }
+    s.body = { unpack(v, 4, ${3 + codec.body.length}) }
+    if v[3] then s.rc = {} end`
+        : ''
+    }
+    local _, bound, remaining, _, reset = combined(r, s, now, 0, limit, lease)
+    save(key, r, s, now, server_now, reset)
+    return decision(true, remaining, 0, reset, bound)
+  end
+  -- A settle at or below what was reserved: its lease released, the rest refunded to the rate.
+  function OPERATIONS.refund(key, r, now, server_now, split, permits, id, limit, lease)
+    local s = load(key, r, now, split)
+    id = tonumber(id)
+    local held = release(s, id)${rate ? `\n    if settle(r, s, now, tonumber(permits), id) then held = true end` : ''}
+    local _, bound, remaining, _, reset = combined(r, s, now, 0, limit, lease)
+    if held or s.dirty then save(key, r, s, now, server_now, reset) end
+    return decision(true, remaining, 0, reset, bound)
+  end
+  function OPERATIONS.block(key, r, now, server_now, split, duration, _, limit, lease)
+    local s = load(key, r, now, split)
+    local ends = now + tonumber(duration)
+    if s.block >= ends and not s.dirty then return 'OK' end
+    s.block = math.max(s.block, ends)
+    save(key, r, s, now, server_now, select(5, combined(r, s, now, 0, limit, lease)))
+    return 'OK'
+  end
+  function OPERATIONS.reset(key, r, now, server_now, split)
+    redis.call('DEL', key)
+    if split > 0 then redis.call('DEL', legacy_key(key, r, split)) end
+    return 'OK'
+  end
+  -- Holds lease id until now + ms if it is still held ('OK'), else changes nothing ('NO').
+  function OPERATIONS.extend(key, r, now, server_now, split, duration, id, limit, lease)
+    local s = load(key, r, now, split)
+    id = tonumber(id)
+    for k = 1, #s.ls, 3 do
+      if s.ls[k] == id then
+        local permits = s.ls[k + 1]
+        release(s, id)
+        place(s, id, permits, now + tonumber(duration))
+        save(key, r, s, now, server_now, select(5, combined(r, s, now, 0, limit, lease)))
+        return 'OK'
+      end
+    end
+    return 'NO'
+  end
+end
+`;
+}
+
+/** A leased script's dispatch: operations alone (a limiter with leases sends no `tryAcquire`), each decision ending with its limit. */
+function leaseDispatch(hot: string): string {
+  return `
+local time = redis.call('TIME')
+local server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local OPERATIONS = {}
+local function decision(granted, remaining, retry, reset, limit)
+  if granted then return string.format('A %d %d %d', remaining, reset, limit) end
+  return string.format('R %d %d %d %d', remaining, retry, reset, limit)
+end
+take, operations = rare(${hot})
+operations(OPERATIONS, decision)
+local operation = OPERATIONS[ARGV[1]]
+if not operation then return 'E unknown operation ' .. ARGV[1] end
+local now = server_now
+if ARGV[2] ~= '' then now = tonumber(ARGV[2]) end
+local ok, reply = pcall(operation, KEYS[1], prepare(tonumber(ARGV[4]), tonumber(ARGV[5])), now, server_now, tonumber(ARGV[3]), ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]))
+if not ok then return 'E ' .. tostring(type(reply) == 'table' and reply.err or reply) end
+return reply
+`;
 }
