@@ -42,9 +42,9 @@ export class PostgresRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRa
       throw typeError(`ratekeeper: PostgresRateLimiter options must be an object, got ${describe(options)}`);
     }
     const { client, algorithm, rule, concurrency, onStoreError, schema, prefix = 'ratekeeper:', name, clock, timeoutMs = 500, onError, refusalCache = false } = options;
-    // The SQL for leases is not written yet: refused rather than run as a rate alone.
-    if (concurrency !== undefined) throw typeError('ratekeeper: `concurrency` is not supported by PostgresRateLimiter yet; use RedisRateLimiter or KeyedRateLimiter');
-    if (typeof algorithm !== 'string' || !Object.hasOwn(codecs, algorithm)) {
+    // An in-flight limit alone has neither; otherwise the algorithm is checked here, the rule by the layer.
+    const alone = concurrency !== undefined && algorithm === undefined && rule === undefined;
+    if (!alone && (typeof algorithm !== 'string' || !Object.hasOwn(codecs, algorithm))) {
       throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(codecs).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
     const query = toQuery(client);
@@ -52,12 +52,12 @@ export class PostgresRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRa
     if (prefix.includes('\u0000')) throw typeError(`ratekeeper: \`prefix\` must be a string without U+0000, got ${describe(prefix)}`);
     checkName(name);
     if (name?.includes('\u0000')) throw typeError(`ratekeeper: \`name\` must be a string without U+0000, got ${describe(name)}`);
-    const engine = new PostgresEngine(query, algorithm, rowKeyHeads(prefix, algorithm, name), schema, timeoutMs);
+    const engine = new PostgresEngine(query, algorithm, rowKeyHeads(prefix, algorithm ?? 'concurrency', name), schema, timeoutMs);
     super({ algorithm, rule: rule as R, concurrency, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch: true }, engine);
     this.#schema = schema ?? 'ratekeeper';
     // Keys meet only in one schema's table, and a row key holds no rule: limiters with different
     // rules on one prefix share each key's usage unless named apart.
-    claimNamespace(client, `${quotedSchema(schema)}.${ruleFreeNamespace(prefix, name, algorithm)}`, name !== undefined, 'PostgresRateLimiter', (message) => console.warn(message));
+    claimNamespace(client, `${quotedSchema(schema)}.${ruleFreeNamespace(prefix, name, algorithm ?? 'concurrency')}`, name !== undefined, 'PostgresRateLimiter', (message) => console.warn(message));
   }
 
   /** A summary for logs and `JSON.stringify`: the algorithm, rule (`'per key'` for a function), schema, key prefix, name (when given) and timeout; never the client. */

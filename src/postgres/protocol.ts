@@ -118,7 +118,7 @@ export function manyKeysParams({ head, legacy }: RowKeyHeads, calls: readonly Se
 }
 
 /** The operations of {@link Statements.decide} besides a decision. */
-export type Operation = 'peek' | 'charge' | 'reserve' | 'refund' | 'block' | 'reset' | 'extend';
+export type Operation = 'peek' | 'charge' | 'reserve' | 'refund' | 'block' | 'reset';
 
 /**
  * The parameters of {@link Statements.decide} for one operation on one key: `call.permits` is a
