@@ -1,3 +1,4 @@
+import type { Concurrency } from '../algorithms/concurrency';
 import { typeError } from '../core/errors';
 import type { Rule } from '../core/rule';
 import { checkString, describe } from '../core/validate';
@@ -18,7 +19,8 @@ import { rowKeyHeads } from './protocol';
  * database server's clock and decides in one function call, exactly as the in-memory algorithm of
  * the same name would; a refusal writes nothing. The decisions asked for in one tick travel in one
  * round trip, each deciding as if sent alone in the order asked. Run {@link migrate} first. The
- * methods are the store layer's (StoreRateLimiter), the same as `RedisRateLimiter`'s.
+ * methods are the store layer's (StoreRateLimiter), the same as `RedisRateLimiter`'s. With
+ * `concurrency` the key's row also holds its in-flight leases, decided under the same row lock.
  *
  * @example
  * ```ts
@@ -60,8 +62,12 @@ export class PostgresRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRa
     claimNamespace(client, `${quotedSchema(schema)}.${ruleFreeNamespace(prefix, name, algorithm ?? 'concurrency')}`, name !== undefined, 'PostgresRateLimiter', (message) => console.warn(message));
   }
 
-  /** A summary for logs and `JSON.stringify`: the algorithm, rule (`'per key'` for a function), schema, key prefix, name (when given) and timeout; never the client. */
-  override toJSON(): { algorithm: PostgresAlgorithm; rule: RuleSummary<R>; schema: string; prefix: string; name?: string; timeoutMs: number } {
-    return { ...(super.toJSON() as { algorithm: PostgresAlgorithm; rule: RuleSummary<R>; prefix: string; name?: string; timeoutMs: number }), schema: this.#schema };
+  /**
+   * A summary for logs and `JSON.stringify`: the algorithm (`'concurrency'` for an in-flight limit
+   * alone), rule (`'per key'` for a function), schema, key prefix, name (when given), timeout and
+   * in-flight limit (when given); never the client.
+   */
+  override toJSON(): { algorithm: PostgresAlgorithm | 'concurrency'; rule: RuleSummary<R>; schema: string; prefix: string; name?: string; timeoutMs: number; concurrency?: Concurrency } {
+    return { ...(super.toJSON() as Omit<ReturnType<PostgresRateLimiter<R>['toJSON']>, 'schema'>), schema: this.#schema };
   }
 }

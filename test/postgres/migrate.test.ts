@@ -33,6 +33,23 @@ describe.skipIf(!postgresPort)('migrate', () => {
     };
   }
 
+  /**
+   * Upgrades `schema`, an older table: behind a reader the change gives up after its lock_timeout;
+   * once the reader is gone it is made, without rewriting the table (its file stays).
+   */
+  async function upgradeBehindReader(schema: string): Promise<void> {
+    const file = async () => (await pool.query(`SELECT relfilenode FROM pg_class WHERE oid = to_regclass($1)`, [`"${schema}".ratekeeper_state`])).rows[0].relfilenode;
+    const before = await file();
+    const held = await reader(schema);
+    try {
+      await expect(migrate(pool, { schema })).rejects.toMatchObject({ code: '55P03', message: expect.stringMatching(/lock timeout/) });
+    } finally {
+      await held.release();
+    }
+    await migrate(pool, { schema });
+    expect(await file()).toBe(before);
+  }
+
   /** What migrate may change: the functions' and the table's catalog rows (their xmin moves with any change) and the table's file. */
   const catalog = async (schema: string) =>
     (
@@ -86,16 +103,7 @@ describe.skipIf(!postgresPort)('migrate', () => {
     const v1 = (await readFile(new URL('fixtures/schema-v1.sql', import.meta.url), 'utf8')).replaceAll('__SCHEMA__', `"${schema}"`);
     await pool.query(v1);
     await pool.query(`INSERT INTO "${schema}".ratekeeper_state (key, state, expires_at) VALUES ('kept', '{1,2}', 9000000000000)`);
-    const file = async () => (await pool.query(`SELECT relfilenode FROM pg_class WHERE oid = to_regclass($1)`, [`"${schema}".ratekeeper_state`])).rows[0].relfilenode;
-    const before = await file();
-    const held = await reader(schema);
-    try {
-      await expect(migrate(pool, { schema })).rejects.toMatchObject({ code: '55P03', message: expect.stringMatching(/lock timeout/) });
-    } finally {
-      await held.release();
-    }
-    await migrate(pool, { schema });
-    expect(await file()).toBe(before);
+    await upgradeBehindReader(schema);
     const { rows } = await pool.query(`SELECT key, state::text, blocked_until, rule_limit, receipts FROM "${schema}".ratekeeper_state`);
     expect(rows).toEqual([{ key: 'kept', state: '{1,2}', blocked_until: null, rule_limit: null, receipts: null }]);
     const limiter = new PostgresRateLimiter({ client: pool, schema, algorithm: 'fixed-window', rule: new Rule(2, 60_000), onStoreError: 'deny' });
@@ -110,16 +118,7 @@ describe.skipIf(!postgresPort)('migrate', () => {
     const options = { client: pool, schema, algorithm: 'fixed-window', rule: new Rule(5, 2 ** 40), onStoreError: 'deny', timeoutMs: 5_000 } as const;
     // Rows written by that version's own functions.
     await pool.query(`SELECT "${schema}".ratekeeper_acquire_one_fixed_window('old:fixed-window:', 'old:fixed-window:', 'k', 3, NULL, '{5,${2 ** 40},60000}')`);
-    const file = async () => (await pool.query(`SELECT relfilenode FROM pg_class WHERE oid = to_regclass($1)`, [`"${schema}".ratekeeper_state`])).rows[0].relfilenode;
-    const before = await file();
-    const held = await reader(schema);
-    try {
-      await expect(migrate(pool, { schema })).rejects.toMatchObject({ code: '55P03', message: expect.stringMatching(/lock timeout/) });
-    } finally {
-      await held.release();
-    }
-    await migrate(pool, { schema });
-    expect(await file()).toBe(before);
+    await upgradeBehindReader(schema);
     const { rows } = await pool.query(`SELECT key, leases FROM "${schema}".ratekeeper_state`);
     expect(rows).toEqual([{ key: 'old:fixed-window:k', leases: null }]);
     // The plain limiter carries on from the row as it was; one with concurrency on the same row adds its leases.

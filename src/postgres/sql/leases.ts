@@ -15,7 +15,7 @@
 import { MAX_LEASE_MS } from '../../algorithms/concurrency';
 import type { Codec } from './codec';
 import { QUOTE } from './dollar-quote';
-import { BLOCKED, charge, fold, keepReceipt, load, reclaim, refund, slackOf, store, storedKey, VARIABLES } from './shell';
+import { BLOCKED, charge, fold, keepReceipt, load, OPERATION_VARIABLES, reclaim, refund, slackOf, store, storedKey, VARIABLES } from './shell';
 
 /** The function of a limiter with `concurrency`: beside `codec`'s rate, or alone (no codec). */
 export const leaseFunction = (codec: Codec | undefined): string => `ratekeeper_lease_${codec?.name ?? 'alone'}`;
@@ -196,13 +196,7 @@ LANGUAGE plpgsql VOLATILE
 AS ${QUOTE}
 DECLARE
   ${VARIABLES}
-  j int;
-  pos int;
-  forgave boolean;
-  keep boolean;
-  bound numeric;
-  deficit numeric;
-  given numeric;
+  ${OPERATION_VARIABLES}
   lz numeric[];
   cnow numeric;
   cl numeric;

@@ -295,6 +295,15 @@ export const charge = (schema: string, codec: Codec): string => `
         -- What passed the debt bound was dropped: a refund of an earlier grant could now give back permits never counted.
         IF forgave THEN rcpts := NULL; END IF;`;
 
+/** The variables of the key operations (their receipts, charges and refunds), beside {@link VARIABLES}. */
+export const OPERATION_VARIABLES = `j int;
+  pos int;
+  forgave boolean;
+  keep boolean;
+  bound numeric;
+  deficit numeric;
+  given numeric;`;
+
 /**
  * The general function: `op` on `keys[i]` (each prefixed by `head`; `legacy` heads the previous
  * version's row keys) with `permits[i]` at `nows[i]` (null: the server's clock) under `rules` (one
@@ -314,13 +323,7 @@ AS ${QUOTE}
 DECLARE
   ${VARIABLES}
   ${BATCH_VARIABLES}
-  j int;
-  pos int;
-  forgave boolean;
-  keep boolean;
-  bound numeric;
-  deficit numeric;
-  given numeric;
+  ${OPERATION_VARIABLES}
 BEGIN
   FOREACH i IN ARRAY CASE WHEN cardinality(keys) = 1 THEN '{1}' ELSE ${BY_KEY} END LOOP
     ${takeCall(codec)}
