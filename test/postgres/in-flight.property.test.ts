@@ -11,8 +11,14 @@ import { postgresPort } from '../stores/support/postgres-store';
 import { migratedSchema } from './helpers/schema';
 
 const steps = fc.record({
-  // Mostly small moves, some past a lease or a window, some backwards (the keyed twin reads the latest).
-  moveMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 3_000 }), fc.integer({ min: 0, max: 120_000 }), fc.integer({ min: -2_000, max: -1 })),
+  // Mostly small moves, some past a lease or a window, some backwards (the keyed twin reads the latest), quarters of a ms too.
+  moveMs: fc.oneof(
+    fc.constant(0),
+    fc.integer({ min: 1, max: 3_000 }),
+    fc.integer({ min: 0, max: 120_000 }),
+    fc.integer({ min: -2_000, max: -1 }),
+    fc.integer({ min: -4_000, max: 4_000 }).map((q) => q / 4),
+  ),
   key: fc.constantFrom('a', 'b'),
   op: fc.constantFrom('reserve', 'reserve', 'reserve', 'settle', 'settle', 'cancel', 'extend', 'extend', 'peek', 'peek0', 'reset', 'block', 'again'),
   share: fc.double({ min: 0, max: 1, noNaN: true }),
