@@ -114,8 +114,9 @@ export interface PostgresRateLimiterOptions<R extends Rule | RuleOf = Rule> {
  * const options: PostgresInFlightOptions = { client, concurrency: new Concurrency(2), onStoreError: 'deny' };
  * ```
  */
-export interface PostgresInFlightOptions extends Omit<PostgresRateLimiterOptions, 'algorithm' | 'rule' | 'concurrency'> {
+export type PostgresInFlightOptions = Omit<PostgresRateLimiterOptions, 'algorithm' | 'rule' | 'concurrency'> & {
+  // Only ever undefined, so passing `undefined` for them type-checks under exactOptionalPropertyTypes too.
   algorithm?: undefined;
   rule?: undefined;
   concurrency: Concurrency;
-}
+};

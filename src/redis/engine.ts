@@ -2,10 +2,11 @@ import type { Decision } from '../core/decision';
 import type { Rule } from '../core/rule';
 import { checkString } from '../core/validate';
 import type { Flight } from '../store/coalescer';
-import type { StoreCall, StoreEngine } from '../store/engine';
+import type { JointEngine, StoreCall, StoreEngine } from '../store/engine';
 import { BatchSender, type Call } from './batch-sender';
 import { clientKeyPrefix, isClientClosed, isClusterClient, runScript, type RedisScriptClient } from './client';
 import { type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, receiptId } from './protocol';
+import { RedisJoint } from './joint';
 import { startUp } from './readiness';
 import type { LuaScript, ScriptPlan } from './scripts';
 import { hashSlot } from './slot';
@@ -66,6 +67,7 @@ export class RedisEngine implements StoreEngine {
   readonly maxBatch = MAX_BATCH;
   readonly ordered: boolean;
   readonly batchesOperations = false;
+  readonly joint: JointEngine;
   readonly #client: unknown;
   readonly #namespace: string;
   readonly #slotPrefix: string | undefined;
@@ -88,6 +90,17 @@ export class RedisEngine implements StoreEngine {
     this.#split = cluster ? 0 : keyPrefixBytes(client) + legacySplit(namespace);
     this.#startUp = startUp(client);
     this.#sender = new BatchSender({ client: scriptClient, script: plan.script, split: this.#split, callerClock, startUp: this.#startUp });
+    const slotPrefix = this.#slotPrefix;
+    this.joint = new RedisJoint({
+      client,
+      scriptClient,
+      script: plan.script,
+      split: this.#split,
+      redisKey: (key) => namespace + key,
+      slot: (redisKey) => (slotPrefix === undefined ? 0 : hashSlot(slotPrefix + redisKey)),
+      checkKey: (key) => this.checkKey(key),
+      startUp: this.#startUp,
+    });
   }
 
   checkKey(key: string): void {

@@ -117,8 +117,9 @@ export interface RedisRateLimiterOptions<R extends Rule | RuleOf = Rule> {
  * const options: RedisInFlightOptions = { client, concurrency: new Concurrency(2), onStoreError: 'deny' };
  * ```
  */
-export interface RedisInFlightOptions extends Omit<RedisRateLimiterOptions, 'algorithm' | 'rule' | 'concurrency'> {
+export type RedisInFlightOptions = Omit<RedisRateLimiterOptions, 'algorithm' | 'rule' | 'concurrency'> & {
+  // Only ever undefined, so passing `undefined` for them type-checks under exactOptionalPropertyTypes too.
   algorithm?: undefined;
   rule?: undefined;
   concurrency: Concurrency;
-}
+};

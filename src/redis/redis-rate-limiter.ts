@@ -1,3 +1,4 @@
+import type { Concurrency } from '../algorithms/concurrency';
 import type { Rule } from '../core/rule';
 import { typeError } from '../core/errors';
 import { checkString, describe } from '../core/validate';
@@ -62,8 +63,12 @@ export class RedisRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRateL
     claimNamespace(client, namespace, name !== undefined, 'RedisRateLimiter', (message) => console.warn(message));
   }
 
-  /** A summary for logs and `JSON.stringify`: the algorithm, rule (`'per key'` for a function), key prefix, name (when given) and timeout; never the client. */
-  override toJSON(): { algorithm: RedisAlgorithm; rule: RuleSummary<R>; prefix: string; name?: string; timeoutMs: number } {
+  /**
+   * A summary for logs and `JSON.stringify`: the algorithm (`'concurrency'` for an in-flight limit
+   * alone), rule (`'per key'` for a function), key prefix, name (when given), timeout and the
+   * in-flight limit (when given); never the client.
+   */
+  override toJSON(): { algorithm: RedisAlgorithm | 'concurrency'; rule: RuleSummary<R>; prefix: string; name?: string; timeoutMs: number; concurrency?: Concurrency } {
     return super.toJSON() as ReturnType<RedisRateLimiter<R>['toJSON']>;
   }
 }

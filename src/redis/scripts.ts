@@ -32,7 +32,7 @@ export interface LuaScript {
  * yet optimized took most of the CPU of importing `ratekeeper/redis` (bench/HISTORY.md), a cost
  * every cold start paid for scripts most applications never run.
  */
-function script(source: string): LuaScript {
+export function script(source: string): LuaScript {
   let digest: string | undefined;
   return {
     source,

@@ -110,4 +110,22 @@ export interface StoreEngine {
   timeoutError(timeoutMs: number, what?: string): Error;
   /** True once the client can never answer again: a refused waiter then ends with a `ClosedError`. */
   clientClosed(): boolean;
+  /** Present when an admission's parts on this store can be decided in one atomic call. */
+  readonly joint?: JointEngine | undefined;
+}
+
+/**
+ * What an engine offers when reservations on several keys can be decided in one atomic call (Redis:
+ * one script over one client, keys of one hash slot): all granted, or none and each answered as
+ * its `reserve` would have been, those after the first refusal as their `peek`.
+ */
+export interface JointEngine {
+  /** What parts must share to join one call: the client. */
+  readonly together: unknown;
+  /** The partition of the client a key is in (a Cluster's hash slot, 0 on one server); the key is checked. */
+  slot(key: string): number;
+  /** A reservation call as the joint call carries it (its receipt drawn), readable by any engine of its kind. */
+  prepare(call: StoreCall): unknown;
+  /** Sends the prepared reservations, in order, as one call, and answers each of `calls` (the receipt with a grant). */
+  send(calls: readonly StoreCall[], prepared: readonly unknown[]): void;
 }

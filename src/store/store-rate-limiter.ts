@@ -7,6 +7,7 @@ import { Rule, sharedPerRule } from '../core/rule';
 import { Closable } from '../core/symbols';
 import { checkPermits, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
+import { ADMIT_JOINTLY, type AdmissionPart, type AdmitOptions, type Held, type JointlyAdmitting, type StoreAdmission } from '../limiter/admit';
 import { MAX_BLOCK_MS } from '../limiter/key-blocks';
 import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
 import { AsyncKeyReservation, type AsyncLease, type AsyncReservation } from '../limiter/reservation';
@@ -20,6 +21,8 @@ import { storeNamespace } from './keys';
 import { type Outage, outagePolicy, peekOutagePolicy, type StoreErrorPolicy } from './outage-policy';
 import type { RefusalCache } from './refusal-cache';
 import { checkConcurrency, checkStoreOptions, refusalCacheFor, report, toRule } from './store-options';
+import { Gathering } from './gathering';
+import { admitJointly, JOINT, type JointPart } from './joint-admission';
 import { CallTimeouts } from './timeout';
 
 /**
@@ -82,6 +85,9 @@ class Call implements StoreCall {
   answered = false;
   /** Handed to the engine (batched or sent): from then on its timeout is the store's. */
   dispatched = false;
+  /** A reservation that is part of an admission's joint call: joins it, at `index`, instead of going alone. */
+  gathering: Gathering | undefined = undefined;
+  index = 0;
   sent: unknown = undefined;
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
@@ -141,7 +147,7 @@ const UNKNOWN = new Rule(1, 1);
  * call, batching, the refusal cache, waiting and reservations. `RedisRateLimiter` and
  * `PostgresRateLimiter` are this class over their engines.
  */
-export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends Closable implements AsyncRateLimiter {
+export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends Closable implements AsyncRateLimiter, JointlyAdmitting {
   /**
    * The rule every key is limited by, as given (checked and copied): a `Rule`, or the function
    * that chooses each key's rule.
@@ -405,17 +411,56 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
    * ```
    */
   reserve(key: string, permits = 1): Promise<AsyncReservation> {
-    return this.#reserve(key, permits);
+    return this.#reserve(key, permits, undefined, 0);
   }
 
-  #reserve(key: string, permits: number): Promise<AsyncKeyReservation> {
+  /** `admit` from this limiter's part on, with the parts that can join one atomic call (src/store/joint-admission.ts). */
+  [ADMIT_JOINTLY](parts: readonly AdmissionPart[], from: number, held: readonly Held[], onError: AdmitOptions['onError']): Promise<StoreAdmission> | undefined {
+    return admitJointly(parts, from, held, onError);
+  }
+
+  /**
+   * This limiter's part of an admission decided with others in one atomic call, when its engine
+   * offers one; undefined for bad input, which its `reserve` then reports.
+   */
+  [JOINT](key: string, permits: number): JointPart | undefined {
+    const joint = this.#engine.joint;
+    // An in-flight part's leases go in order (the admission script wraps plain reservations).
+    if (joint === undefined || this.#inFlight !== undefined || !Number.isSafeInteger(permits) || permits < 1 || permits > (this.#fixed?.limit ?? MAX_SAFE)) return undefined;
+    let slot: number;
+    try {
+      slot = joint.slot(key);
+    } catch {
+      return undefined;
+    }
+    return {
+      together: joint.together,
+      slot,
+      gather: (count) => new Gathering(count, joint),
+      reserve: (gathering, index) => this.#reserve(key, permits, gathering as Gathering, index),
+    };
+  }
+
+  #reserve(key: string, permits: number, gathering: Gathering | undefined, index: number): Promise<AsyncKeyReservation> {
     let reply: Promise<unknown>;
     let call: Call;
     try {
       this.#checkPermits(permits);
-      reply = this.#operate('reserve', key, permits, undefined, (made) => (call = made));
+      reply = this.#operate('reserve', key, permits, undefined, (made) => {
+        call = made;
+        made.gathering = gathering;
+        made.index = index;
+      });
     } catch (error) {
+      gathering?.leave();
       return Promise.reject(error);
+    }
+    if (gathering !== undefined) {
+      // Answered before its turn (its rule lookup failed or timed out): the others go without it.
+      const left = () => {
+        if (!call.dispatched) gathering.leave();
+      };
+      reply.then(left, left);
     }
     return reply.then((decision) => {
       const { receipt, rule } = call;
@@ -467,7 +512,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.#waiting.acquireWith(key, permits, options, new StoreLeaseTurn((k, n) => this.#reserve(k, n), this.#checkOpen, this.#inFlight !== undefined));
+    return this.#waiting.acquireWith(key, permits, options, new StoreLeaseTurn((k, n) => this.#reserve(k, n, undefined, 0), this.#checkOpen, this.#inFlight !== undefined));
   }
 
   /**
@@ -661,6 +706,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
       if (known !== undefined) return call.answer(known);
     }
     call.dispatched = true;
+    if (call.gathering !== undefined) return call.gathering.join(call.index, call, this.#engine.joint!.prepare(call));
     if (this.#coalescer === undefined || (call.op !== 'decide' && !this.#engine.batchesOperations)) return this.#engine.send([call], ALONE);
     const group = this.#engine.group(call.storeKey);
     // A batch carries one rule, sent once with it.

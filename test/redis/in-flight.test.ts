@@ -1,7 +1,10 @@
 import { type ChildProcess, fork } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, test } from 'vitest';
 import { Concurrency, ManualClock, ManualScheduler, Rule } from '../../src/index';
+import { nodeRateLimit } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
 import { leasePlan, plans } from '../../src/redis/scripts';
 import { ioredisClient, redisPort, uniquePrefix, useIoredis } from './helpers/clients';
@@ -219,5 +222,70 @@ describe.skipIf(!redisPort)('leases over Redis', () => {
     await limiter.reset('k');
     expect((await limiter.reserve('k')).decision.allowed).toBe(true);
     expect(await (lease as Awaited<ReturnType<typeof limiter.lease>>).extend(1000)).toBe(false);
+  });
+});
+
+describe.skipIf(!redisPort)('the HTTP middleware over a Redis in-flight limit', () => {
+  const client = useIoredis();
+
+  test('reserves, holds the permit until the response closes or the client goes, and refuses at once meanwhile', async () => {
+    const limiter = new RedisRateLimiter({
+      client,
+      algorithm: 'fixed-window',
+      rule: Rule.perMinute(10),
+      concurrency: new Concurrency(1, { leaseMs: 60_000 }),
+      onStoreError: 'deny',
+      prefix: uniquePrefix('http'),
+    });
+    const limit = nodeRateLimit({ limiter, key: () => 'alice', quotaUnit: 'concurrent-requests' });
+    let arrived = () => {};
+    let release = () => {};
+    let closedOne = () => {};
+    const server = createServer((req, res) => {
+      limit(req, res, (error) => {
+        if (error !== undefined) return void res.writeHead(500).end(String(error));
+        // After the limit's own listener: by the time this runs, the limit has let go of the permit.
+        if (req.url !== '/') res.once('close', () => closedOne());
+        if (req.url === '/slow') {
+          release = () => void res.end('done');
+          return arrived();
+        }
+        if (req.url === '/hang') return arrived();
+        res.end('ok');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const waitFor = () => new Promise<void>((resolve) => (arrived = resolve));
+    const closing = () => new Promise<void>((resolve) => (closedOne = resolve));
+    try {
+      let came = waitFor();
+      const slow = fetch(`${url}/slow`);
+      await came;
+      expect((await fetch(`${url}/`)).status).toBe(429);
+      let closed = closing();
+      release();
+      expect((await slow).status).toBe(200);
+      await closed;
+      expect((await fetch(`${url}/`)).status).toBe(200);
+
+      // A client that goes before any status: the in-flight permit comes back.
+      came = waitFor();
+      const abort = new AbortController();
+      const hanging = fetch(`${url}/hang`, { signal: abort.signal }).catch(() => undefined);
+      await came;
+      expect((await fetch(`${url}/`)).status).toBe(429);
+      closed = closing();
+      abort.abort();
+      await hanging;
+      await closed;
+      expect((await fetch(`${url}/`)).status).toBe(200);
+      // Three requests of the minute counted (the two refusals spent nothing), and nothing is held.
+      expect(await limiter.peek('alice', 0)).toMatchObject({ remaining: 1, limit: 1 });
+      expect(await limiter.peek('alice', 1)).toMatchObject({ allowed: true });
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });

@@ -190,17 +190,7 @@ function operations(OPERATIONS, decision)
   function OPERATIONS.reserve(key, r, now, server_now, split, permits, id)
     return decision(take(key, r, now, tonumber(permits), server_now, split, tonumber(id)))
   end
-  -- Gives back what receipt id still may (nothing for an id the key no longer holds) and drops it;
-  -- whether the key held it.
-  local function settle(r, s, now, permits, id)
-    local i
-    for k = 1, #s.rc / 3 do if s.rc[3 * k - 2] == id then i = k end end
-    if not i then return false end
-    ${refundBody}
-    table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2)
-    return true
-  end
-  -- Never refused, and a block neither stops it nor is lifted by it; reaching the debt bound voids
+${settleOf(refundBody)}  -- Never refused, and a block neither stops it nor is lifted by it; reaching the debt bound voids
   -- the receipts (a refund could otherwise give back what the bound forgave). With an id, the
   -- charge settles that reservation above what it reserved: its receipt goes first.
   function OPERATIONS.charge(key, r, now, server_now, split, permits, id)
@@ -230,12 +220,7 @@ function operations(OPERATIONS, decision)
     save(key, r, s, now, server_now, reset)
     return 'OK'
   end
-  function OPERATIONS.reset(key, r, now, server_now, split)
-    redis.call('DEL', key)
-    if split > 0 then redis.call('DEL', legacy_key(key, r, split)) end
-    return 'OK'
-  end
-end
+${RESET}end
 `}return take, operations
 end
 local take, operations
@@ -264,6 +249,29 @@ local function decide_key(key, r, now, permits, server_now, split)
 end
 ${dispatch(hot)}`}`;
 }
+
+/** Gives a receipt's refund back (see stringScript's `refundBody`): a local function of `operations`. */
+function settleOf(refundBody: string): string {
+  return `  -- Gives back what receipt id still may (nothing for an id the key no longer holds) and drops it;
+  -- whether the key held it.
+  local function settle(r, s, now, permits, id)
+    local i
+    for k = 1, #s.rc / 3 do if s.rc[3 * k - 2] == id then i = k end end
+    if not i then return false end
+    ${refundBody}
+    table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2)
+    return true
+  end
+`;
+}
+
+/** The reset operation: the key, and on a standalone server the previous version's key, deleted. */
+const RESET = `  function OPERATIONS.reset(key, r, now, server_now, split)
+    redis.call('DEL', key)
+    if split > 0 then redis.call('DEL', legacy_key(key, r, split)) end
+    return 'OK'
+  end
+`;
 
 /**
  * For a codec's `legacy`: the block end of the previous version's tail at byte `at` (block end, a
@@ -310,20 +318,7 @@ export function dispatch(hot: string): string {
 local time = redis.call('TIME')
 local server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if string.byte(ARGV[1]) > 57 then
-  local OPERATIONS = {}
-  local function decision(granted, remaining, retry, reset)
-    if granted then return string.format('A %d %d', remaining, reset) end
-    return string.format('R %d %d %d', remaining, retry, reset)
-  end
-  take, operations = rare(${hot})
-  operations(OPERATIONS, decision)
-  local operation = OPERATIONS[ARGV[1]]
-  if not operation then return 'E unknown operation ' .. ARGV[1] end
-  local now = server_now
-  if ARGV[2] ~= '' then now = tonumber(ARGV[2]) end
-  local ok, reply = pcall(operation, KEYS[1], prepare(tonumber(ARGV[4]), tonumber(ARGV[5])), now, server_now, tonumber(ARGV[3]), ARGV[6], ARGV[7])
-  if not ok then return 'E ' .. tostring(type(reply) == 'table' and reply.err or reply) end
-  return reply
+${operation(hot, false)}
 end
 local count = #KEYS
 local split, r, base, chosen, each = tonumber(ARGV[1]), nil, 3, nil, nil
@@ -543,20 +538,8 @@ function operations(OPERATIONS, decision)
   function OPERATIONS.reserve(key, r, now, server_now, split, permits, id, limit, lease)
     local granted, bound, remaining, retry, reset = take(key, r, now, tonumber(permits), server_now, split, tonumber(id), limit, lease)
     return decision(granted, remaining, retry, reset, bound)
-  end${
-    rate
-      ? `
-  local function settle(r, s, now, permits, id)
-    local i
-    for k = 1, #s.rc / 3 do if s.rc[3 * k - 2] == id then i = k end end
-    if not i then return false end
-    ${refundBody}
-    table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2)
-    return true
-  end`
-      : ''
-  }
-  -- A settle past what was reserved: its lease released, the excess charged to the rate alone.
+  end
+${rate ? settleOf(refundBody) : ''}  -- A settle past what was reserved: its lease released, the excess charged to the rate alone.
   function OPERATIONS.charge(key, r, now, server_now, split, permits, id, limit, lease)
     local s = load(key, r, now, split)
     id = tonumber(id)
@@ -591,12 +574,7 @@ function operations(OPERATIONS, decision)
     save(key, r, s, now, server_now, select(5, combined(r, s, now, 0, limit, lease)))
     return 'OK'
   end
-  function OPERATIONS.reset(key, r, now, server_now, split)
-    redis.call('DEL', key)
-    if split > 0 then redis.call('DEL', legacy_key(key, r, split)) end
-    return 'OK'
-  end
-  -- Holds lease id until now + ms if it is still held ('OK'), else changes nothing ('NO').
+${RESET}  -- Holds lease id until now + ms if it is still held ('OK'), else changes nothing ('NO').
   function OPERATIONS.extend(key, r, now, server_now, split, duration, id, limit, lease)
     local s = load(key, r, now, split)
     id = tonumber(id)
@@ -620,19 +598,33 @@ function leaseDispatch(hot: string): string {
   return `
 local time = redis.call('TIME')
 local server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local OPERATIONS = {}
-local function decision(granted, remaining, retry, reset, limit)
-  if granted then return string.format('A %d %d %d', remaining, reset, limit) end
-  return string.format('R %d %d %d %d', remaining, retry, reset, limit)
-end
-take, operations = rare(${hot})
-operations(OPERATIONS, decision)
-local operation = OPERATIONS[ARGV[1]]
-if not operation then return 'E unknown operation ' .. ARGV[1] end
-local now = server_now
-if ARGV[2] ~= '' then now = tonumber(ARGV[2]) end
-local ok, reply = pcall(operation, KEYS[1], prepare(tonumber(ARGV[4]), tonumber(ARGV[5])), now, server_now, tonumber(ARGV[3]), ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]))
-if not ok then return 'E ' .. tostring(type(reply) == 'table' and reply.err or reply) end
-return reply
+${operation(hot, true)}
 `;
+}
+
+/**
+ * Runs the operation ARGV[1] names on KEYS[1] and returns its reply (see dispatch); with leases,
+ * each decision ends with its limit and the operation also takes the in-flight limit and lease
+ * length (ARGV[8], ARGV[9]). Indented as the plain dispatch's branch, flush for the leased one.
+ */
+function operation(hot: string, leases: boolean): string {
+  const limit = leases ? ', limit' : '';
+  const field = leases ? ' %d' : '';
+  const lines = [
+    'local OPERATIONS = {}',
+    `local function decision(granted, remaining, retry, reset${limit})`,
+    `  if granted then return string.format('A %d %d${field}', remaining, reset${limit}) end`,
+    `  return string.format('R %d %d %d${field}', remaining, retry, reset${limit})`,
+    'end',
+    `take, operations = rare(${hot})`,
+    'operations(OPERATIONS, decision)',
+    'local operation = OPERATIONS[ARGV[1]]',
+    "if not operation then return 'E unknown operation ' .. ARGV[1] end",
+    'local now = server_now',
+    "if ARGV[2] ~= '' then now = tonumber(ARGV[2]) end",
+    `local ok, reply = pcall(operation, KEYS[1], prepare(tonumber(ARGV[4]), tonumber(ARGV[5])), now, server_now, tonumber(ARGV[3]), ARGV[6], ARGV[7]${leases ? ', tonumber(ARGV[8]), tonumber(ARGV[9])' : ''})`,
+    "if not ok then return 'E ' .. tostring(type(reply) == 'table' and reply.err or reply) end",
+    'return reply',
+  ];
+  return lines.map((line) => (leases ? line : `  ${line}`)).join('\n');
 }
