@@ -71,7 +71,9 @@ end
 local function view(key, window, now)
   local newest, total, newest_size = -math.huge, 0, 0
   local last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[1] and last[2] ~= '-inf' then
+  -- No member: the key is absent (Redis keeps no empty sorted set), and there is no head to read.
+  if not last[1] then return nil, now, newest, 0, 0, 0, false end
+  if last[2] ~= '-inf' then
     total, newest_size = grant(last[1])
     newest = tonumber(last[2])
   end
@@ -367,8 +369,12 @@ local function decide_key(key, r, now, permits, server_now, split)
   local live = total - base
   if live + permits > r.limit then return refusal(r, at, permits, live, leaving(key, total - r.limit + permits, at, r.window), newest) end
   local ok, remaining, retry, reset = allowance(r, at, permits, live, newest)
-  log_grant(key, r.window, permits, at, newest, newest_size, total, base, expired)
-  if not meta then call('ZADD', key, '-inf', r.tag) end
+  if meta then
+    log_grant(key, r.window, permits, at, newest, newest_size, total, base, expired)
+  else
+    -- A log not yet stored: its rule's member and the grant (as log_grant writes it) in one command.
+    call('ZADD', key, '-inf', r.tag, exact(at), format('%016d:%d', permits, permits))
+  end
   call('PEXPIRE', key, ms(reset))
   return ok, remaining, retry, reset
 end
