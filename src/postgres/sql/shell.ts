@@ -41,11 +41,12 @@ const hashedKey = (key: string): string => `'sha256/' || encode(sha256(convert_t
 export const storedKey = (key: string): string => `CASE WHEN octet_length(${key}) > ${LONG_KEY_BYTES} THEN ${hashedKey(key)} ELSE ${key} END`;
 
 /**
- * Sets `k` to the row key stored for `key`, as statements: {@link storedKey} would build `key` three
- * times, and each decision's expressions are set up again in its transaction (bench/HISTORY.md).
+ * Sets `variable` to the row key stored for `key`, as statements: {@link storedKey} would build
+ * `key` three times, and each decision's expressions are set up again in its transaction
+ * (bench/HISTORY.md).
  */
-const setStoredKey = (key: string): string => `k := ${key};
-  IF octet_length(k) > ${LONG_KEY_BYTES} THEN k := ${hashedKey('k')}; END IF;`;
+const setStoredKey = (variable: string, key: string): string => `${variable} := ${key};
+    IF octet_length(${variable}) > ${LONG_KEY_BYTES} THEN ${variable} := ${hashedKey(variable)}; END IF;`;
 
 /** What a batch answers, three times, for a key whose row another transaction held: undecided, to be sent again alone. */
 export const SKIPPED = -1;
@@ -120,7 +121,7 @@ const load = (schema: string, codec: Codec, lock: Lock, path: 'general' | 'fast'
       s := NULL;
       blocked := NULL;
       rcpts := NULL;
-      lk := ${storedKey(`legacy || rule[1] || '/' || rule[2] || ':' || uk`)};
+      ${setStoredKey('lk', `legacy || rule[1] || '/' || rule[2] || ':' || uk`)}
       SELECT ctid, state, expires_at, blocked_until INTO ltid, ls, le, lb FROM ${table} WHERE ${legacyWhere}${legacyLock};${lock === 'skip' ? heldBy(table, legacyWhere) : ''}
       IF le > n THEN
         s := ls;
@@ -206,7 +207,7 @@ const BATCH_VARIABLES = `reply numeric[] := array_fill(0::numeric, ARRAY[3 * car
 const takeCall = (codec: Codec) => {
   const L = ruleLength(codec);
   return `uk := keys[i];
-    ${setStoredKey('head || uk')}
+    ${setStoredKey('k', 'head || uk')}
     prm := permits[i];
     clk := nows[i];
     IF cardinality(rules) > ${L} THEN rule := rules[${L} * i - ${L - 1} : ${L} * i]; END IF;`;
@@ -390,7 +391,7 @@ DECLARE
   ${VARIABLES}
   ${codec.decide.declare}
 BEGIN
-  ${setStoredKey('head || uk')}
+  ${setStoredKey('k', 'head || uk')}
   ${acquireStep(schema, codec, 'update')}
   ${reclaim(schema, '2')}
   RETURN answer;
