@@ -18,11 +18,12 @@ export interface Statements {
 
 /**
  * The statements for `algorithm` in `schema`. Each bounds its lock waits by `timeoutMs` (its
- * `lock_timeout`, for its own transaction, which PgBouncer in transaction mode allows; set in a
- * subquery, whose row is made before the function runs), and answers its numbers as one text,
- * split by {@link replyNumbers}: a client parses an array only when it knows its type (postgres.js
- * with `fetch_types: false`, as behind PgBouncer, hands over `{1,0,3}`), and pg parses numeric[]
- * into floats.
+ * `lock_timeout`, for its own transaction, which PgBouncer in transaction mode allows; set by the
+ * function scanned in FROM, whose row is made before the select list runs, planned more cheaply than
+ * a subquery: bench/HISTORY.md), and answers its numbers as one text, split by
+ * {@link replyNumbers}: a client parses an array only when it knows its type (postgres.js with
+ * `fetch_types: false`, as behind PgBouncer, hands over `{1,0,3}`), and pg parses numeric[] into
+ * floats.
  */
 export function statements(schema: string | undefined, algorithm: PostgresAlgorithm, timeoutMs: number): Statements {
   const codec = codecs[algorithm];
@@ -36,7 +37,7 @@ export function statements(schema: string | undefined, algorithm: PostgresAlgori
 
 /** Wraps a function call into a statement answering its numbers as one text, its lock waits bounded by `timeoutMs` (see {@link statements}). */
 function replyOf(schema: string | undefined, timeoutMs: number): (call: string) => string {
-  const bound = timeoutMs === Infinity ? '' : ` FROM (SELECT set_config('lock_timeout', '${timeoutMs}', true) AS lock_timeout) AS bound`;
+  const bound = timeoutMs === Infinity ? '' : ` FROM set_config('lock_timeout', '${timeoutMs}', true) AS bound`;
   return (call) => `SELECT array_to_string(${quotedSchema(schema)}.${call}, ',', 'NULL') AS r${bound}`;
 }
 

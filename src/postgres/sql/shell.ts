@@ -34,9 +34,19 @@ import { QUOTE } from './dollar-quote';
  */
 export const LONG_KEY_BYTES = 2000;
 
+/** What an over-long row key held in the SQL expression `key` is stored as (see {@link LONG_KEY_BYTES}). */
+const hashedKey = (key: string): string => `'sha256/' || encode(sha256(convert_to(${key}, 'UTF8')), 'hex')`;
+
 /** The row key stored for the key held in the SQL expression `key` (see {@link LONG_KEY_BYTES}). */
-export const storedKey = (key: string): string =>
-  `CASE WHEN octet_length(${key}) > ${LONG_KEY_BYTES} THEN 'sha256/' || encode(sha256(convert_to(${key}, 'UTF8')), 'hex') ELSE ${key} END`;
+export const storedKey = (key: string): string => `CASE WHEN octet_length(${key}) > ${LONG_KEY_BYTES} THEN ${hashedKey(key)} ELSE ${key} END`;
+
+/**
+ * Sets `variable` to the row key stored for `key`, as statements: {@link storedKey} would build
+ * `key` three times, and each decision's expressions are set up again in its transaction
+ * (bench/HISTORY.md).
+ */
+const setStoredKey = (variable: string, key: string): string => `${variable} := ${key};
+    IF octet_length(${variable}) > ${LONG_KEY_BYTES} THEN ${variable} := ${hashedKey(variable)}; END IF;`;
 
 /** What a batch answers, three times, for a key whose row another transaction held: undecided, to be sent again alone. */
 export const SKIPPED = -1;
@@ -114,7 +124,7 @@ export const load = (schema: string, codec: Codec, lock: Lock, path: 'general' |
       s := NULL;
       blocked := NULL;
       rcpts := NULL;${leases ? '\n      lz := NULL;' : ''}
-      lk := ${storedKey(`legacy || rule[1] || '/' || rule[2] || ':' || uk`)};
+      ${setStoredKey('lk', `legacy || rule[1] || '/' || rule[2] || ':' || uk`)}
       SELECT ctid, state, expires_at, blocked_until INTO ltid, ls, le, lb FROM ${table} WHERE ${legacyWhere}${legacyLock};${lock === 'skip' ? heldBy(table, legacyWhere) : ''}
       IF le > n THEN
         s := ls;
@@ -200,7 +210,7 @@ const BATCH_VARIABLES = `reply numeric[] := array_fill(0::numeric, ARRAY[3 * car
 const takeCall = (codec: Codec) => {
   const L = ruleLength(codec);
   return `uk := keys[i];
-    k := ${storedKey('head || uk')};
+    ${setStoredKey('k', 'head || uk')}
     prm := permits[i];
     clk := nows[i];
     IF cardinality(rules) > ${L} THEN rule := rules[${L} * i - ${L - 1} : ${L} * i]; END IF;`;
@@ -394,7 +404,7 @@ DECLARE
   ${VARIABLES}
   ${codec.decide.declare}
 BEGIN
-  k := ${storedKey('head || uk')};
+  ${setStoredKey('k', 'head || uk')}
   ${acquireStep(schema, codec, 'update')}
   ${reclaim(schema, '2')}
   RETURN answer;
