@@ -1,10 +1,9 @@
 // Child process: in-flight limits (issue 25, first target). N async no-op tasks launched at once
-// through `lease` and `settle` on `Concurrency(2)`, beside the same tasks through a p-limit(2). p-limit
-// is not installed here (no network installs on the bench machine), so its contender is a minimal
-// FIFO semaphore written below with p-limit's own algorithm and contract: at most `concurrency`
-// running, started in call order, the next started from the finished task's continuation. On one
-// hot key, and on 10 000 keys against a Map of one such p-limit per key.
+// through `lease` and `settle` on `Concurrency(2)`, beside the same tasks through p-limit(2) (the
+// package, a devDependency pinned at 7.3.3). On one hot key, and on 10 000 keys against a Map of
+// one p-limit per key.
 // Run by run.ts; alone, `node --expose-gc --import tsx bench/in-flight.ts`.
+import pLimit, { type LimitFunction } from 'p-limit';
 import { Concurrency, KeyedRateLimiter } from '../src/index';
 import { sendToParent } from './child';
 import type { Contender, Workload } from './contenders';
@@ -15,7 +14,7 @@ import { hotKeyWorkload, manyKeysWorkload } from './workloads';
 const ROUNDS = 9;
 const MANY_KEYS = 10_000;
 const RATEKEEPER = 'ratekeeper lease/settle, Concurrency(2)';
-const P_LIMIT = 'p-limit(2) (its algorithm, hand-written)';
+const P_LIMIT = 'p-limit 7.3.3, pLimit(2)';
 
 export interface InFlightResult {
   /** CPU ns per task per round, per workload and contender. */
@@ -25,50 +24,6 @@ export interface InFlightResult {
 
 /** The task: an async no-op, as the issue's target states it. */
 const noop = async (): Promise<number> => 1;
-
-/**
- * p-limit 6's algorithm: a FIFO queue of starters; a call enqueues one, and a microtask later starts
- * it if fewer than `concurrency` run; a finished task starts the next. yocto-queue's linked list is
- * an array with a moving head here (the same O(1) per operation).
- */
-function pLimit(concurrency: number): <T>(fn: () => Promise<T>) => Promise<T> {
-  const queue: (() => void)[] = [];
-  let head = 0;
-  let active = 0;
-  const next = () => {
-    active--;
-    if (head < queue.length) {
-      const start = queue[head] as () => void;
-      queue[head++] = undefined as never;
-      if (head === queue.length) queue.length = head = 0;
-      start();
-    }
-  };
-  const run = async <T>(fn: () => Promise<T>, resolve: (value: Promise<T>) => void) => {
-    active++;
-    const result = (async () => fn())();
-    resolve(result);
-    try {
-      await result;
-    } catch {
-      // p-limit hands the rejection to the caller through `resolve`; the queue moves on.
-    }
-    next();
-  };
-  const enqueue = <T>(fn: () => Promise<T>, resolve: (value: Promise<T>) => void) => {
-    queue.push(() => void run(fn, resolve));
-    void (async () => {
-      await Promise.resolve();
-      if (active < concurrency && head < queue.length) {
-        const start = queue[head] as () => void;
-        queue[head++] = undefined as never;
-        if (head === queue.length) queue.length = head = 0;
-        start();
-      }
-    })();
-  };
-  return <T>(fn: () => Promise<T>) => new Promise<T>((resolve) => enqueue(fn, resolve));
-}
 
 /** `n` tasks launched at once, each on its key of the workload, through leases of one permit. */
 function ratekeeper(workload: Workload): Contender {
@@ -97,7 +52,7 @@ function ratekeeper(workload: Workload): Contender {
 
 /** The same through one p-limit(2) per key, kept in a Map (one key: a single p-limit). */
 function perKeyPLimit(workload: Workload): Contender {
-  const limits = new Map<string, ReturnType<typeof pLimit>>();
+  const limits = new Map<string, LimitFunction>();
   const { keys, order } = workload;
   const mask = order.length - 1;
   return {
@@ -133,7 +88,7 @@ export function renderInFlight(result: InFlightResult): { text: string; markdown
   ];
   const title = 'In-flight limits: Concurrency(2) lease/settle beside p-limit(2)';
   const about =
-    'CPU ns per task: N async no-op tasks launched at once (N sized to 40 ms a sample), each leasing one permit and settling it once its promise settles, beside the same tasks through p-limit(2) (on 10 000 keys, a Map of one p-limit per key). p-limit is not a dependency: its algorithm is written out in bench/in-flight.ts. 9 interleaved rounds; the ratio is the median of per-round ratios.';
+    'CPU ns per task: N async no-op tasks launched at once (N sized to 40 ms a sample), each leasing one permit and settling it once its promise settles, beside the same tasks through p-limit(2) (on 10 000 keys, a Map of one p-limit per key); p-limit is the package, 7.3.3. 9 interleaved rounds; the ratio is the median of per-round ratios.';
   return { text: `\n${title}\n${textTable(rows)}\n`, markdown: `\n## ${title}\n\n${about}\n\n${markdownTable(rows)}\n`, ratios };
 }
 

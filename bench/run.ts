@@ -14,6 +14,7 @@ import { renderStores, STORES, type StoresResult } from './stores';
 import { renderShared, type SharedResult } from './shared';
 import { type AdmitResult, renderAdmit } from './admit';
 import { type InFlightResult, renderInFlight } from './in-flight';
+import { type InFlightRedisResult, renderInFlightRedis } from './in-flight-redis';
 import { machine, render, type BenchResults } from './report';
 import type { ThroughputResult, Variant } from './throughput';
 
@@ -63,6 +64,8 @@ async function main(): Promise<void> {
   const shared = renderShared(await runChild<SharedResult>('./shared.ts'));
   step('in-flight limits: Concurrency(2) lease/settle beside p-limit(2)');
   const inFlight = renderInFlight(await runChild<InFlightResult>('./in-flight.ts'));
+  step("in-flight limits over Redis: 64 callers beside bottleneck's Redis mode");
+  const inFlightRedis = renderInFlightRedis(await runChild<InFlightRedisResult>('./in-flight-redis.ts'));
   step('admit: three parts in memory beside three reserve calls');
   const admission = renderAdmit(await runChild<AdmitResult>('./admit.ts'));
 
@@ -80,8 +83,8 @@ async function main(): Promise<void> {
     flood: floodResult,
   };
   const { text, markdown } = render(results);
-  console.log(text + storeTables.text + flood.text + shared.text + inFlight.text + admission.text);
-  await writeFile(new URL('./RESULTS.md', import.meta.url), `${markdown}\n${storeTables.markdown}\n${flood.markdown}${shared.markdown}${inFlight.markdown}${admission.markdown}`);
+  console.log(text + storeTables.text + flood.text + shared.text + inFlight.text + inFlightRedis.text + admission.text);
+  await writeFile(new URL('./RESULTS.md', import.meta.url), `${markdown}\n${storeTables.markdown}\n${flood.markdown}${shared.markdown}${inFlight.markdown}${inFlightRedis.markdown}${admission.markdown}`);
   step('wrote bench/RESULTS.md');
 }
 

@@ -16,7 +16,7 @@ export type { ConcurrencyOptions } from './algorithms/concurrency';
 export { Concurrency } from './algorithms/concurrency';
 export type { RateLimiter, AsyncRateLimiter, KeyedRateLimiterOptions } from './limiter/keyed-rate-limiter';
 export { KeyedRateLimiter } from './limiter/keyed-rate-limiter';
-export type { Reservation, AsyncReservation, Lease } from './limiter/reservation';
+export type { Reservation, AsyncReservation, Lease, AsyncLease } from './limiter/reservation';
 export type { Scheduler } from './limiter/scheduler';
 export { systemScheduler } from './limiter/scheduler';
 export { ManualScheduler } from './limiter/manual-scheduler';

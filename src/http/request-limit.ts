@@ -312,6 +312,9 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
   };
   const fields = headers === false ? retryAfterOnly : headerWriter({ format: headers, name: first.name, windowMs: first.windowMs, quotaUnit: first.quotaUnit });
   const listFields = headers === false ? (list: readonly PolicyDecision[], binding: number) => retryAfterOnly(list[binding]!.decision) : policyWriter(headers);
+  // A store limiter with an in-flight limit (its `concurrency` option) must reserve, and release at
+  // the response's end: its tryAcquire rejects, and a permit never released is held until its lease ends.
+  const leasing = parts.some((part) => (part.limiter as { concurrency?: unknown }).concurrency !== undefined);
 
   /** A part's key: its own, else the middleware's, else the client's address. */
   const keyOf = (part: Part<Args>, connection: Connection, args: Args): string | Promise<string> =>
@@ -342,7 +345,7 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
 
       // One limit, alone on the request, that nothing will settle and whose store cannot give back
       // cheaply: decided with tryAcquire, batched and answered from a store's refusal cache.
-      if (!several && !settling && earlier === undefined && (first.inMemory === false || typeof (first.limiter as Partial<ReservingRateLimiter>).reserve !== 'function')) {
+      if (!several && !settling && !leasing && earlier === undefined && (first.inMemory === false || typeof (first.limiter as Partial<ReservingRateLimiter>).reserve !== 'function')) {
         const answer = first.limiter.tryAcquire(ids[0]!, permits[0]);
         const decision = isThenable(answer) ? await answer : answer;
         // The fields first: they check a custom limiter's answer.
@@ -382,7 +385,7 @@ export function requestLimit<Args extends unknown[]>(options: RateLimitOptions<A
         if (holder !== undefined) heldBy.set(holder, [...before, mine]);
         // Settled when something needs it; a reservation in memory is settled in any case, so that its
         // receipt goes (a store's keeps nothing: its settle would only cost a round trip).
-        if (settling || admission.inMemory) {
+        if (settling || admission.inMemory || leasing) {
           finish = async (status) => {
             if (mine.done) return;
             mine.done = true;

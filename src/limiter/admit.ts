@@ -66,7 +66,23 @@ export interface AdmitOptions {
   onError?: ((error: unknown, part: number) => void) | undefined;
 }
 
-type Held = Reservation | AsyncReservation;
+/** A part's reservation, in memory or over a store. */
+export type Held = Reservation | AsyncReservation;
+
+/**
+ * The key under which a store limiter offers to decide an admission's parts from the first of its
+ * kind on, with the parts of other limiters that can join them, in one atomic call (a
+ * `RedisRateLimiter`: one script over one client and hash slot; src/store/joint-admission.ts).
+ * `Symbol.for`, so that two copies of the library loaded side by side (ESM and CommonJS) still
+ * find each other's limiters. Its answer is undefined when the parts cannot join: the in-order path
+ * then decides them.
+ */
+export const ADMIT_JOINTLY = Symbol.for('ratekeeper.admit.jointly');
+
+/** A limiter offering {@link ADMIT_JOINTLY}; `held` are the reservations of the parts before `from`, all granted. */
+export interface JointlyAdmitting {
+  [ADMIT_JOINTLY](parts: readonly AdmissionPart[], from: number, held: readonly Held[], onError: AdmitOptions['onError']): Promise<StoreAdmission> | undefined;
+}
 
 /**
  * Admits a request across several limiters and keys at once, all or nothing: "60 a minute per
@@ -77,7 +93,11 @@ type Held = Reservation | AsyncReservation;
  *
  * In memory it is synchronous and atomic. With a store part (one whose `reserve` returns a Promise)
  * it resolves once every part is decided and, when refused, once the granted parts are given back;
- * meanwhile another caller may be refused by permits about to come back. A give-back that fails
+ * meanwhile another caller may be refused by permits about to come back. Store parts whose limiters
+ * can decide them together (`RedisRateLimiter` parts on one client, keys in one hash slot) are one
+ * atomic call instead, all granted or none: the other parts are then reserved first, in order (one
+ * in memory before anything is sent; when one refuses, the joint parts are answered by their `peek`),
+ * and given back if that call refuses. A give-back that fails
  * goes to `onError` and leaves those permits spent. A part the store's outage policy answered
  * counts as that policy answered: a degraded grant lets the admission through (it holds nothing to
  * give back), a degraded refusal refuses it.
@@ -112,6 +132,9 @@ export function admit(parts: readonly AdmissionPart[], options?: AdmitOptions): 
   const held: Held[] = [];
   for (let i = 0; i < n; i++) {
     const { limiter, key, permits = 1 } = parts[i]!;
+    // Asked at the first store part only: its reservation below is a Promise, and the rest goes in order.
+    const joint = (limiter as Partial<JointlyAdmitting>)[ADMIT_JOINTLY]?.(parts, i, held, onError);
+    if (joint !== undefined) return joint;
     let reservation: Reservation | Promise<AsyncReservation>;
     try {
       reservation = limiter.reserve(key, permits);
@@ -188,13 +211,14 @@ async function refused(held: Held[], decisions: Decision[], onError: AdmitOption
 }
 
 /**
- * Answers the parts from `from` on by their `peek`, spending nothing: undefined when every answer
+ * Answers the parts from `from` on not yet decided by their `peek`, spending nothing: undefined when every answer
  * came at once, else a Promise of them all (asked together: a peek writes nothing, so their order
  * cannot matter).
  */
-function peekRest(parts: readonly AdmissionPart[], from: number, decisions: Decision[]): Promise<void> | undefined {
+export function peekRest(parts: readonly AdmissionPart[], from: number, decisions: Decision[]): Promise<void> | undefined {
   let pending: Promise<void>[] | undefined;
   for (let j = from; j < parts.length; j++) {
+    if (decisions[j] !== undefined) continue;
     const { limiter, key, permits = 1 } = parts[j]!;
     const answer = limiter.peek(key, permits);
     if (isThenable(answer)) (pending ??= []).push(answer.then((decision) => void (decisions[j] = decision)));
@@ -208,10 +232,12 @@ function peekRest(parts: readonly AdmissionPart[], from: number, decisions: Deci
  * Promise once every store has answered. A cancel that fails goes to `onError`. (In order: a store
  * whose bucket refunds are safe rather than exact gives back in full what is cancelled earliest first.)
  */
-function giveBack(held: readonly Held[], onError: AdmitOptions['onError']): Promise<void> | undefined {
+export function giveBack(held: readonly Held[], onError: AdmitOptions['onError']): Promise<void> | undefined {
   let pending: Promise<void>[] | undefined;
   for (let i = 0; i < held.length; i++) {
-    const reservation = held[i]!;
+    const reservation = held[i];
+    // A part decided by its peek, or not reserved (an admission of joint parts), holds nothing.
+    if (reservation === undefined) continue;
     try {
       const cancelled = reservation.cancel();
       if (isThenable(cancelled)) (pending ??= []).push(cancelled.then(undefined, (error: unknown) => report(onError, error, i)));
@@ -276,7 +302,7 @@ class MemoryAdmitted extends Admitted implements MemoryAdmission {
   }
 }
 
-class StoreAdmitted extends Admitted implements StoreAdmission {
+export class StoreAdmitted extends Admitted implements StoreAdmission {
   async settle(actual: readonly number[]): Promise<Decision[]> {
     const held = this.take(actual);
     if (held === undefined) return [...this.parts];
@@ -311,7 +337,7 @@ function zeros(count: number): number[] {
   return new Array<number>(count).fill(0);
 }
 
-function decisionsOf(held: readonly Held[]): Decision[] {
+export function decisionsOf(held: readonly Held[]): Decision[] {
   return held.map((reservation) => reservation!.decision);
 }
 

@@ -1,6 +1,6 @@
 import type { Receipt } from '../algorithms/accounting';
 import type { AccountingAlgorithm } from '../algorithms/algorithm';
-import { checkLeaseMs } from '../algorithms/concurrency';
+import { checkLeaseMs, MAX_LEASE_MS } from '../algorithms/concurrency';
 import type { Decision } from '../core/decision';
 import { coded } from '../core/errors';
 import { integerIn } from '../core/validate';
@@ -75,6 +75,45 @@ export interface AsyncReservation {
   cancel(): Promise<void>;
 }
 
+/**
+ * A store limiter's reservation (from `reserve` or `lease`), which can also keep its in-flight
+ * permits longer: `extend` is `Lease.extend` over a store, resolving once the store has answered.
+ *
+ * @example
+ * ```ts
+ * import { Redis } from 'ioredis';
+ * import { Concurrency, Rule } from 'ratekeeper';
+ * import { RedisRateLimiter } from 'ratekeeper/redis';
+ * declare function streamReply(onChunk: () => void): Promise<void>;
+ * const llm = new RedisRateLimiter({
+ *   client: new Redis(),
+ *   algorithm: 'token-bucket',
+ *   rule: Rule.perMinute(100),
+ *   concurrency: new Concurrency(2, { leaseMs: 30_000 }),
+ *   onStoreError: 'deny',
+ * });
+ * const lease = await llm.lease('user-1');
+ * if (lease.decision.allowed) {
+ *   try {
+ *     await streamReply(() => void lease.extend(30_000)); // held 30 s past the latest chunk
+ *   } finally {
+ *     await lease.settle(1);
+ *   }
+ * }
+ * ```
+ */
+export interface AsyncLease extends AsyncReservation {
+  /**
+   * Holds the in-flight permits for `ms` from now (whole ms from 1 to 2^42: a store keeps the
+   * end) instead of until the lease ends. Resolves false, changing nothing, when they are no longer
+   * held (the lease ended, the key was reset) or were never granted (a refused or degraded
+   * reservation); true for a granted reservation of a limiter without an in-flight limit.
+   * Rejects with a RangeError for `ms` out of range, `ERR_RATEKEEPER_ALREADY_SETTLED` once settled,
+   * or the store's error.
+   */
+  extend(ms: number): Promise<boolean>;
+}
+
 /** What a reservation asks of its limiter when it is settled. */
 export interface Ledger {
   settle(key: string, state: AccountingAlgorithm, receipt: Receipt, reserved: number, actual: number): Decision;
@@ -134,14 +173,17 @@ export class KeyReservation implements Lease {
  * A store limiter's reservation: settles once, through `settle`, which the limiter gives only to a
  * granted reservation (a refused or degraded one has nothing to give back or charge).
  */
-export class AsyncKeyReservation implements AsyncReservation {
+export class AsyncKeyReservation implements AsyncLease {
   readonly decision: Decision;
   readonly #settle: ((actual: number) => Promise<Decision>) | undefined;
+  /** Undefined when nothing is held in flight. */
+  readonly #extend: ((ms: number) => Promise<boolean>) | undefined;
   #settled = false;
 
-  constructor(decision: Decision, settle: ((actual: number) => Promise<Decision>) | undefined) {
+  constructor(decision: Decision, settle: ((actual: number) => Promise<Decision>) | undefined, extend?: (ms: number) => Promise<boolean>) {
     this.decision = decision;
     this.#settle = settle;
+    this.#extend = extend;
   }
 
   async settle(actualPermits: number): Promise<Decision> {
@@ -155,5 +197,12 @@ export class AsyncKeyReservation implements AsyncReservation {
 
   async cancel(): Promise<void> {
     await this.settle(0);
+  }
+
+  async extend(ms: number): Promise<boolean> {
+    integerIn('ms', ms, 1, MAX_LEASE_MS);
+    if (this.#settle === undefined) return false;
+    if (this.#settled) throw alreadySettled();
+    return this.#extend === undefined ? true : this.#extend(ms);
   }
 }

@@ -1,3 +1,4 @@
+import type { Concurrency } from '../algorithms/concurrency';
 import type { Clock } from '../core/clock';
 import type { Rule } from '../core/rule';
 import type { StoreErrorPolicy } from '../store/outage-policy';
@@ -37,6 +38,18 @@ export interface PostgresRateLimiterOptions<R extends Rule | RuleOf = Rule> {
    * `RateLimiter` whose decision is used. Degraded decisions say so in `degraded`.
    */
   onStoreError: StoreErrorPolicy;
+  /**
+   * An in-flight limit beside the rate: at most `limit` permits held at once per key, each from its
+   * grant (`reserve`, `lease`) until settled or cancelled, or until `leaseMs` after the grant (a
+   * holder that crashed gives its permits back then). With `algorithm` and `rule`, "100 a minute
+   * and 2 at once" is one all-or-nothing decision, as the in-memory
+   * `Composite([algorithm(rule), concurrency])`; omit both for an in-flight limit alone
+   * ({@link PostgresInFlightOptions}). Then `tryAcquire`, `charge` and `acquire` reject with
+   * `ERR_RATEKEEPER_INVALID_ARGUMENT` (nobody could release their grant). `leaseMs: Infinity` is a
+   * RangeError (a store keeps each lease's end), and so is a `limit` above 4096.
+   * @default undefined: a rate alone
+   */
+  concurrency?: Concurrency | undefined;
   /**
    * The schema {@link migrate} created the table and functions in.
    * @default 'ratekeeper'
@@ -88,3 +101,22 @@ export interface PostgresRateLimiterOptions<R extends Rule | RuleOf = Rule> {
    */
   refusalCache?: boolean | { maxKeys?: number | undefined; maxMs?: number | undefined } | undefined;
 }
+
+/**
+ * Options of a {@link PostgresRateLimiter} that is an in-flight limit alone: `concurrency` without
+ * `algorithm` and `rule`. Its keys are named `'concurrency'` where an algorithm would be.
+ *
+ * @example
+ * ```ts
+ * import { Concurrency } from 'ratekeeper';
+ * import type { PostgresInFlightOptions } from 'ratekeeper/postgres';
+ * declare const client: PostgresInFlightOptions['client'];
+ * const options: PostgresInFlightOptions = { client, concurrency: new Concurrency(2), onStoreError: 'deny' };
+ * ```
+ */
+export type PostgresInFlightOptions = Omit<PostgresRateLimiterOptions, 'algorithm' | 'rule' | 'concurrency'> & {
+  // Only ever undefined, so passing `undefined` for them type-checks under exactOptionalPropertyTypes too.
+  algorithm?: undefined;
+  rule?: undefined;
+  concurrency: Concurrency;
+};

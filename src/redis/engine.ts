@@ -2,10 +2,11 @@ import type { Decision } from '../core/decision';
 import type { Rule } from '../core/rule';
 import { checkString } from '../core/validate';
 import type { Flight } from '../store/coalescer';
-import type { StoreCall, StoreEngine } from '../store/engine';
+import type { JointEngine, StoreCall, StoreEngine } from '../store/engine';
 import { BatchSender, type Call } from './batch-sender';
 import { clientKeyPrefix, isClientClosed, isClusterClient, runScript, type RedisScriptClient } from './client';
-import { ABSENT, CLUSTER_SPLIT, GIVEN_SPLIT, legacySplit, operationArguments, operationDecision, operationDone, previousKeyArguments, receiptId } from './protocol';
+import { ABSENT, CLUSTER_SPLIT, GIVEN_SPLIT, type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, previousKeyArguments, receiptId } from './protocol';
+import { RedisJoint } from './joint';
 import { startUp } from './readiness';
 import { type LuaScript, PREVIOUS_KEY, type ScriptPlan } from './scripts';
 import { hashSlot } from './slot';
@@ -97,6 +98,7 @@ export class RedisEngine implements StoreEngine {
   readonly maxBatch = MAX_BATCH;
   readonly ordered: boolean;
   readonly batchesOperations = false;
+  readonly joint: JointEngine;
   readonly #client: unknown;
   readonly #namespace: string;
   readonly #slotPrefix: string | undefined;
@@ -125,6 +127,18 @@ export class RedisEngine implements StoreEngine {
     this.#previous = plan.previous;
     this.#startUp = startUp(client);
     this.#sender = new BatchSender({ client: scriptClient, script: plan.script, split: this.#split, callerClock, startUp: this.#startUp });
+    const slotPrefix = this.#slotPrefix;
+    this.joint = new RedisJoint({
+      client,
+      scriptClient,
+      script: plan.script,
+      split: this.#split,
+      previous: plan.previous,
+      redisKey: (key) => namespace + key,
+      slot: (redisKey) => (slotPrefix === undefined ? 0 : hashSlot(slotPrefix + redisKey)),
+      checkKey: (key) => this.checkKey(key),
+      startUp: this.#startUp,
+    });
   }
 
   checkKey(key: string): void {
@@ -215,19 +229,22 @@ export class RedisEngine implements StoreEngine {
     // A reservation's receipt is the id it is kept under in the key, drawn here; a charge with one
     // settles that reservation above what it reserved.
     const receipt = op === 'reserve' ? receiptId() : (call.receipt as string | undefined);
-    const rest = op === 'reset' ? [] : receipt === undefined ? [String(amount)] : [String(amount), receipt];
+    const { concurrency } = call;
+    // With an in-flight limit, each call also carries it: the receipt's place held by '' when none.
+    const rest =
+      op === 'reset' ? [] : concurrency !== undefined ? [String(amount), receipt ?? '', String(concurrency.limit), String(concurrency.leaseMs)] : receipt === undefined ? [String(amount)] : [String(amount), receipt];
     const split = given === undefined ? this.#split : GIVEN_SPLIT;
-    const { keys, args } = operationArguments(redisKey, op, reading, split, rule, given === undefined ? rest : [...given, ...rest]);
+    const { keys, args } = operationArguments(redisKey, op as KeyOperation, reading, split, rule, given === undefined ? rest : [...given, ...rest]);
     const done = (reply: unknown) => {
       if (reply === ABSENT && given === undefined) return this.#adopt(call, redisKey, order);
       adopted?.();
       let answer: () => void;
       try {
-        if (op === 'block' || op === 'reset') {
-          operationDone(reply, rule.limit);
-          answer = () => call.answer(undefined);
+        if (op === 'block' || op === 'reset' || op === 'extend') {
+          const held = operationDone(reply, rule.limit);
+          answer = () => call.answer(undefined, op === 'extend' ? held : undefined);
         } else {
-          const decision = operationDecision(reply, rule.limit);
+          const decision = operationDecision(reply, rule.limit, concurrency !== undefined);
           answer = op === 'reserve' && decision.allowed ? () => call.answer(decision, receipt) : () => call.answer(decision);
         }
       } catch (error) {

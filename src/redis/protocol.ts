@@ -65,7 +65,7 @@ function perCallRules(calls: readonly BatchCall[], split: number): string[] {
  * What a script does to one key besides deciding in a batch; `decide` is a decision sent alone (a
  * cluster's second try, see {@link GIVEN_SPLIT}).
  */
-export type KeyOperation = 'decide' | 'peek' | 'reserve' | 'charge' | 'refund' | 'block' | 'reset';
+export type KeyOperation = 'decide' | 'peek' | 'reserve' | 'charge' | 'refund' | 'block' | 'reset' | 'extend';
 
 /**
  * The split of a call on a cluster: the previous version's key is in another slot, so a call that
@@ -129,15 +129,16 @@ export function batchDecisions(reply: unknown, calls: readonly BatchCall[]): (De
 }
 
 /** An operation's decision, or (thrown) the error of its key or of a reply no script of ours sends. */
-export function operationDecision(reply: unknown, limit: number): Decision {
-  const result = readDecision(reply, limit);
+export function operationDecision(reply: unknown, limit: number, withLimit = false): Decision {
+  const result = readDecision(reply, limit, withLimit);
   if (result instanceof Error) throw result;
   return result;
 }
 
-/** Checks the reply of an operation that answers nothing ('OK'). */
-export function operationDone(reply: unknown, limit: number): void {
-  if (reply === 'OK') return;
+/** Checks the reply of an operation that answers nothing ('OK'), or for an extension whether the lease was held ('OK' or 'NO'). */
+export function operationDone(reply: unknown, limit: number): boolean {
+  if (reply === 'OK') return true;
+  if (reply === 'NO') return false;
   throw typeof reply === 'string' && reply.startsWith('E ') ? (readDecision(reply, limit) as Error) : unexpectedReply(reply, 'Redis');
 }
 

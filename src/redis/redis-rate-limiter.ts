@@ -1,3 +1,4 @@
+import type { Concurrency } from '../algorithms/concurrency';
 import type { Rule } from '../core/rule';
 import { typeError } from '../core/errors';
 import { checkString, describe } from '../core/validate';
@@ -7,8 +8,8 @@ import { checkName } from '../store/store-options';
 import { type RuleOf, type RuleSummary, StoreRateLimiter } from '../store/store-rate-limiter';
 import { toScriptClient } from './client';
 import { RedisEngine } from './engine';
-import type { RedisRateLimiterOptions } from './options';
-import { plans, type RedisAlgorithm } from './scripts';
+import type { RedisInFlightOptions, RedisRateLimiterOptions } from './options';
+import { leasePlan, plans, type RedisAlgorithm } from './scripts';
 
 /**
  * One shared rate limit per key across every server that talks to the same Redis. Each decision is
@@ -36,27 +37,38 @@ import { plans, type RedisAlgorithm } from './scripts';
  */
 export class RedisRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRateLimiter<R> {
   /** @throws TypeError or RangeError naming the option, before anything is sent to Redis. */
-  constructor(options: RedisRateLimiterOptions<R>) {
+  constructor(options: RedisRateLimiterOptions<R> | RedisInFlightOptions) {
     if (options === null || typeof options !== 'object') {
       throw typeError(`ratekeeper: RedisRateLimiter options must be an object, got ${describe(options)}`);
     }
-    const { client, algorithm, rule, onStoreError, prefix = 'ratekeeper:', name, clock, timeoutMs = 500, onError, refusalCache = false, batch = true } = options;
-    if (typeof algorithm !== 'string' || !Object.hasOwn(plans, algorithm)) {
+    const { client, algorithm, rule, concurrency, onStoreError, prefix = 'ratekeeper:', name, clock, timeoutMs = 500, onError, refusalCache = false, batch = true } = options;
+    // An in-flight limit alone has neither; otherwise the algorithm is checked here, the rule by the layer.
+    const alone = concurrency !== undefined && algorithm === undefined && rule === undefined;
+    if (!alone && (typeof algorithm !== 'string' || !Object.hasOwn(plans, algorithm))) {
       throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(plans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
+    }
+    if (concurrency !== undefined && algorithm === 'sliding-window-log') {
+      throw typeError("ratekeeper: `concurrency` cannot go with 'sliding-window-log' over Redis (its log keeps a store part of its own); use another algorithm, or a KeyedRateLimiter");
     }
     // The client is checked first, then the prefix and name its keys are named by.
     const scriptClient = toScriptClient(client);
     checkString('prefix', prefix);
     checkName(name);
-    const engine = new RedisEngine(client, scriptClient, plans[algorithm], clock !== undefined, ruleFreeNamespace(prefix, name, algorithm));
+    const namespace = ruleFreeNamespace(prefix, name, algorithm ?? 'concurrency');
+    const plan = concurrency === undefined ? plans[algorithm!] : leasePlan(algorithm as Exclude<RedisAlgorithm, 'sliding-window-log'> | undefined);
+    const engine = new RedisEngine(client, scriptClient, plan, clock !== undefined, namespace);
     if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
-    super({ algorithm, rule: rule as R, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch }, engine);
+    super({ algorithm, rule: rule as R, concurrency, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch }, engine);
     // Keys name no rule (the state records it), so limiters with different rules share them.
-    claimNamespace(client, ruleFreeNamespace(prefix, name, algorithm), name !== undefined, 'RedisRateLimiter', (message) => console.warn(message));
+    claimNamespace(client, namespace, name !== undefined, 'RedisRateLimiter', (message) => console.warn(message));
   }
 
-  /** A summary for logs and `JSON.stringify`: the algorithm, rule (`'per key'` for a function), key prefix, name (when given) and timeout; never the client. */
-  override toJSON(): { algorithm: RedisAlgorithm; rule: RuleSummary<R>; prefix: string; name?: string; timeoutMs: number } {
+  /**
+   * A summary for logs and `JSON.stringify`: the algorithm (`'concurrency'` for an in-flight limit
+   * alone), rule (`'per key'` for a function), key prefix, name (when given), timeout and the
+   * in-flight limit (when given); never the client.
+   */
+  override toJSON(): { algorithm: RedisAlgorithm | 'concurrency'; rule: RuleSummary<R>; prefix: string; name?: string; timeoutMs: number; concurrency?: Concurrency } {
     return super.toJSON() as ReturnType<RedisRateLimiter<R>['toJSON']>;
   }
 }

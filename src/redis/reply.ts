@@ -7,7 +7,7 @@ import { unexpectedReply } from '../store/reply';
  * a whole number below 2^53, plain decimal digits; anything else (a sign, an exponent, a fraction,
  * a stray space) is not a reply of ours.
  */
-function readEntry(entry: unknown, limit: number): Decision | Error | undefined {
+function readEntry(entry: unknown, limit: number, withLimit: boolean): Decision | Error | undefined {
   if (typeof entry !== 'string') return undefined;
   if (entry.startsWith('E ')) return new Error(`ratekeeper: Redis failed on this key: ${entry.slice(2)}`);
   const allowed = entry.startsWith('A ');
@@ -15,6 +15,7 @@ function readEntry(entry: unknown, limit: number): Decision | Error | undefined 
   let a = 0;
   let b = 0;
   let c = 0;
+  let d = 0;
   let fields = 0;
   let value = 0;
   let digits = 0;
@@ -31,10 +32,16 @@ function readEntry(entry: unknown, limit: number): Decision | Error | undefined 
     if (fields === 0) a = value;
     else if (fields === 1) b = value;
     else if (fields === 2) c = value;
+    else if (fields === 3) d = value;
     else return undefined;
     fields++;
     value = 0;
     digits = 0;
+  }
+  if (withLimit) {
+    // A script with leases ends each decision with the binding part's limit.
+    if (allowed) return fields === 3 && c >= 1 ? allow(c, a, b) : undefined;
+    return fields === 4 && b >= 1 && d >= 1 ? reject(d, a, b, c) : undefined;
   }
   if (allowed) return fields === 2 ? allow(limit, a, b) : undefined;
   // A refusal waits at least 1 ms; a retry time of 0 is not a refusal, whatever sent it.
@@ -47,9 +54,10 @@ const NINE = 57;
 
 /**
  * One entry of a script's reply (`A remaining resetAfterMs`, `R remaining retryAfterMs
- * resetAfterMs` or `E message`, as src/redis/lua writes them): its decision, the error of its own key, or the
+ * resetAfterMs` or `E message`, as src/redis/lua writes them; with `withLimit`, a script with
+ * leases, each decision then ends with its limit): its decision, the error of its own key, or the
  * error of an entry no script of ours writes.
  */
-export function readDecision(entry: unknown, limit: number): Decision | Error {
-  return readEntry(entry, limit) ?? unexpectedReply(entry, 'Redis');
+export function readDecision(entry: unknown, limit: number, withLimit = false): Decision | Error {
+  return readEntry(entry, limit, withLimit) ?? unexpectedReply(entry, 'Redis');
 }

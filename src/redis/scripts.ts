@@ -2,7 +2,8 @@ import type { Rule } from '../core/rule';
 import { BUCKET } from './lua/bucket';
 import { FIXED_WINDOW } from './lua/fixed-window';
 import { withConstants } from './lua/prelude';
-import { stringScript } from './lua/shell';
+import { IN_FLIGHT_ALONE } from './lua/in-flight';
+import { stringScript, type StringCodec } from './lua/shell';
 import { SLIDING_WINDOW_COUNTER } from './lua/sliding-window-counter';
 import { SLIDING_WINDOW_LOG } from './lua/sliding-window-log';
 import { batchArguments } from './protocol';
@@ -31,7 +32,7 @@ export interface LuaScript {
  * yet optimized took most of the CPU of importing `ratekeeper/redis` (bench/HISTORY.md), a cost
  * every cold start paid for scripts most applications never run.
  */
-function script(source: string): LuaScript {
+export function script(source: string): LuaScript {
   let digest: string | undefined;
   return {
     source,
@@ -87,3 +88,25 @@ export const plans: Readonly<Record<RedisAlgorithm, ScriptPlan>> = {
   'sliding-window-log': plan(SLIDING_WINDOW_LOG, 'ZRANGE'),
   'sliding-window-counter': plan(stringScript(SLIDING_WINDOW_COUNTER)),
 };
+
+/** The codec each algorithm's leased script is made from (the sliding-window log keeps a store part of its own, without leases). */
+const LEASED: Readonly<Record<Exclude<RedisAlgorithm, 'sliding-window-log'>, StringCodec>> = {
+  'token-bucket': BUCKET,
+  'leaky-bucket': BUCKET,
+  'fixed-window': FIXED_WINDOW,
+  'sliding-window-counter': SLIDING_WINDOW_COUNTER,
+};
+
+/** Leased plans, made on first need: a limiter without `concurrency` never builds them. */
+const leased = new Map<StringCodec, ScriptPlan>();
+
+/**
+ * The plan of a limiter with an in-flight limit: its algorithm's script with leases (see the
+ * shell), or without an algorithm the in-flight limit alone.
+ */
+export function leasePlan(algorithm: Exclude<RedisAlgorithm, 'sliding-window-log'> | undefined): ScriptPlan {
+  const codec = algorithm === undefined ? IN_FLIGHT_ALONE : LEASED[algorithm];
+  let made = leased.get(codec);
+  if (made === undefined) leased.set(codec, (made = plan(stringScript(codec, true))));
+  return made;
+}

@@ -9,8 +9,38 @@ import type { Bounded } from './timeout';
  */
 export type StoreAlgorithm = 'token-bucket' | 'leaky-bucket' | 'fixed-window' | 'sliding-window-log' | 'sliding-window-counter';
 
-/** What a call asks of a key: a decision (`tryAcquire`), or one of the key operations. */
-export type Operation = 'decide' | 'peek' | 'charge' | 'reserve' | 'refund' | 'block' | 'reset';
+/**
+ * What a call asks of a key: a decision (`tryAcquire`), or one of the key operations. `extend`
+ * holds a lease longer (only a limiter with an in-flight limit sends it).
+ */
+export type Operation = 'decide' | 'peek' | 'charge' | 'reserve' | 'refund' | 'block' | 'reset' | 'extend';
+
+/**
+ * A store limiter's in-flight limit (its `concurrency` option), as every call of such a limiter
+ * carries it: at most `limit` permits held at once per key, each lease ending `leaseMs` after its
+ * grant unless released or extended first (`leaseMs` whole, 1 to 2^42; `limit` 1 to
+ * {@link MAX_IN_FLIGHT}). Its leases live with the rate state, in the same key or row, so that a
+ * call decides both atomically:
+ * - every call on the key first drops the leases whose end is at or before the call's time;
+ * - `reserve` grants only when the rate (if any) and the free permits both allow, decided as the
+ *   in-memory `Composite([rate, concurrency])` decides (or `Concurrency` alone), and then stores
+ *   the lease `(receipt, amount, now + leaseMs)` under the reservation's receipt;
+ * - `refund` and `charge` with a receipt release that receipt's lease (a charge then spends the
+ *   rate only), answering the state after as the composite's `peek(now, 0)`;
+ * - `extend` (amount: ms) sets the lease of `receipt` to end at `now + amount` if it is still held,
+ *   answered with no decision and `held` (see StoreCall.answer);
+ * - a rule change carries the leases over; `reset` drops them; the key's expiry covers the latest end.
+ */
+export interface InFlightLimit {
+  readonly limit: number;
+  readonly leaseMs: number;
+}
+
+/**
+ * The largest in-flight `limit` a store limiter takes: each lease holds at least one permit, so a
+ * key holds at most this many leases, and every call reads them all.
+ */
+export const MAX_IN_FLIGHT = 4096;
 
 /**
  * One call on one key, as the store layer hands it to an engine: everything the engine needs to
@@ -25,17 +55,20 @@ export interface StoreCall extends Bounded {
   readonly storeKey: string;
   /** The key's rule for this call: a function of the key may give each key (and each call) its own. */
   readonly rule: Rule;
-  /** Permits (a decision, peek, charge, reservation or refund), or a block's duration in ms. */
+  /** Permits (a decision, peek, charge, reservation or refund), or a block's or extension's duration in ms. */
   readonly amount: number;
+  /** The limiter's in-flight limit, or undefined for a rate alone (then `decide` and `extend` never come). */
+  readonly concurrency: InFlightLimit | undefined;
   /** The caller's clock reading, or undefined when the store's clock decides. */
   readonly now: number | undefined;
-  /** A refund's receipt, as the engine gave it with the reservation's answer. */
+  /** A refund's (or an extension's) receipt, as the engine gave it with the reservation's answer. */
   readonly receipt: unknown;
   /** The engine's own note on the call once sent (say, the script call it went in); the layer never reads it. */
   sent: unknown;
   /**
-   * The store's answer: the decision (none for `block` and `reset`), and a granted reservation's
-   * receipt. Ignored once the call is answered (its timeout came first).
+   * The store's answer: the decision (none for `block`, `reset` and `extend`), and a granted
+   * reservation's receipt, or for `extend` whether the lease was still held (a boolean). Ignored
+   * once the call is answered (its timeout came first).
    */
   answer(decision: Decision | undefined, receipt?: unknown): void;
   /**
@@ -77,4 +110,22 @@ export interface StoreEngine {
   timeoutError(timeoutMs: number, what?: string): Error;
   /** True once the client can never answer again: a refused waiter then ends with a `ClosedError`. */
   clientClosed(): boolean;
+  /** Present when an admission's parts on this store can be decided in one atomic call. */
+  readonly joint?: JointEngine | undefined;
+}
+
+/**
+ * What an engine offers when reservations on several keys can be decided in one atomic call (Redis:
+ * one script over one client, keys of one hash slot): all granted, or none and each answered as
+ * its `reserve` would have been, those after the first refusal as their `peek`.
+ */
+export interface JointEngine {
+  /** What parts must share to join one call: the client. */
+  readonly together: unknown;
+  /** The partition of the client a key is in (a Cluster's hash slot, 0 on one server); the key is checked. */
+  slot(key: string): number;
+  /** A reservation call as the joint call carries it (its receipt drawn), readable by any engine of its kind. */
+  prepare(call: StoreCall): unknown;
+  /** Sends the prepared reservations, in order, as one call, and answers each of `calls` (the receipt with a grant). */
+  send(calls: readonly StoreCall[], prepared: readonly unknown[]): void;
 }

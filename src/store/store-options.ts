@@ -1,7 +1,9 @@
+import { type Concurrency, MAX_LEASE_MS } from '../algorithms/concurrency';
 import type { Clock } from '../core/clock';
 import { Rule } from '../core/rule';
 import { coded, rangeError, typeError } from '../core/errors';
 import { checkString, describe, integerIn } from '../core/validate';
+import { type InFlightLimit, MAX_IN_FLIGHT } from './engine';
 import { RefusalCache } from './refusal-cache';
 
 // The options every store-backed limiter (Redis, PostgreSQL) reads alike, checked alike.
@@ -66,4 +68,23 @@ export function refusalCacheFor(option: unknown): RefusalCache | undefined {
     return new RefusalCache(integerIn('refusalCache.maxKeys', maxKeys, 1, Number.MAX_SAFE_INTEGER), integerIn('refusalCache.maxMs', maxMs, 1, Number.MAX_SAFE_INTEGER));
   }
   throw typeError(`ratekeeper: \`refusalCache\` must be true, false or { maxKeys?, maxMs? }, got ${describe(option)}`);
+}
+
+/**
+ * Checks the `concurrency` option: undefined, or a `Concurrency` (read by shape, as a `Rule` is:
+ * each build of ratekeeper has its own class) whose lease a store can keep and whose leases a key
+ * can hold. Returns the in-flight limit every call carries.
+ * @throws TypeError naming the value when it is no `Concurrency`; RangeError for `leaseMs:
+ * Infinity` (a store keeps a lease's end) or a `limit` above {@link MAX_IN_FLIGHT}.
+ */
+export function checkConcurrency(concurrency: unknown): InFlightLimit | undefined {
+  if (concurrency === undefined) return undefined;
+  const c = concurrency as Partial<Concurrency> | null;
+  if (c === null || typeof c !== 'object' || typeof c.release !== 'function' || typeof c.extend !== 'function' || typeof c.limit !== 'number' || typeof c.leaseMs !== 'number') {
+    throw typeError(`ratekeeper: \`concurrency\` must be a Concurrency, e.g. new Concurrency(2, { leaseMs: 30_000 }), got ${describe(concurrency)}`);
+  }
+  if (c.leaseMs === Infinity) {
+    throw rangeError('ratekeeper: `concurrency.leaseMs` must be a whole number of ms from 1 to 4398046511104 over a store, which keeps each lease\'s end, got Infinity');
+  }
+  return { limit: integerIn('concurrency.limit', c.limit, 1, MAX_IN_FLIGHT), leaseMs: integerIn('concurrency.leaseMs', c.leaseMs, 1, MAX_LEASE_MS) };
 }

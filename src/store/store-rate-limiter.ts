@@ -1,4 +1,5 @@
 import { checkCharge } from '../algorithms/accounting';
+import { type Concurrency, unreleasable } from '../algorithms/concurrency';
 import { type Clock, systemClock } from '../core/clock';
 import type { Decision } from '../core/decision';
 import { ClosedError, rangeError } from '../core/errors';
@@ -6,19 +7,22 @@ import { Rule, sharedPerRule } from '../core/rule';
 import { Closable } from '../core/symbols';
 import { checkPermits, describe, integerIn } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
+import { ADMIT_JOINTLY, type AdmissionPart, type AdmitOptions, type Held, type JointlyAdmitting, type StoreAdmission } from '../limiter/admit';
 import { MAX_BLOCK_MS } from '../limiter/key-blocks';
 import type { AsyncRateLimiter } from '../limiter/keyed-rate-limiter';
-import { AsyncKeyReservation, type AsyncReservation } from '../limiter/reservation';
+import { AsyncKeyReservation, type AsyncLease, type AsyncReservation } from '../limiter/reservation';
 import { schedulerFor, systemScheduler } from '../limiter/scheduler';
-import { WaitQueue } from '../limiter/wait-queue';
+import { type Turn, WaitQueue } from '../limiter/wait-queue';
 import { Coalescer, InFlight } from './coalescer';
 import { MAX_SAFE } from './constants';
 import { noteWindow } from './decision-window';
-import type { Operation, StoreCall, StoreEngine } from './engine';
+import type { InFlightLimit, Operation, StoreCall, StoreEngine } from './engine';
 import { storeNamespace } from './keys';
 import { type Outage, outagePolicy, peekOutagePolicy, type StoreErrorPolicy } from './outage-policy';
 import type { RefusalCache } from './refusal-cache';
-import { checkStoreOptions, refusalCacheFor, report, toRule } from './store-options';
+import { checkConcurrency, checkStoreOptions, refusalCacheFor, report, toRule } from './store-options';
+import { Gathering } from './gathering';
+import { admitJointly, JOINT, type JointPart } from './joint-admission';
 import { CallTimeouts } from './timeout';
 
 /**
@@ -35,10 +39,15 @@ import { CallTimeouts } from './timeout';
  */
 export type RuleOf = (key: string) => Rule | Promise<Rule>;
 
-/** What the store layer reads of a limiter's options (each store adds its own). */
+/**
+ * What the store layer reads of a limiter's options (each store adds its own). With `concurrency`
+ * and neither `algorithm` nor `rule`, the limiter is an in-flight limit alone: its keys are named
+ * `'concurrency'` where an algorithm would be.
+ */
 export interface StoreLimiterOptions<R extends Rule | RuleOf> {
-  readonly algorithm: string;
-  readonly rule: R;
+  readonly algorithm: string | undefined;
+  readonly rule: R | undefined;
+  readonly concurrency: Concurrency | undefined;
   readonly onStoreError: StoreErrorPolicy;
   readonly prefix: string;
   readonly name: string | undefined;
@@ -66,6 +75,7 @@ class Call implements StoreCall {
   storeKey = '';
   rule: Rule = UNKNOWN;
   readonly amount: number;
+  readonly concurrency: InFlightLimit | undefined;
   readonly now: number | undefined;
   /** The local time the refusal cache dates its entries by (the clock's, or the system's). */
   readonly reading: number;
@@ -75,16 +85,32 @@ class Call implements StoreCall {
   answered = false;
   /** Handed to the engine (batched or sent): from then on its timeout is the store's. */
   dispatched = false;
+  /** A reservation that is part of an admission's joint call: joins it, at `index`, instead of going alone. */
+  gathering: Gathering | undefined = undefined;
+  index = 0;
   sent: unknown = undefined;
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
   readonly #owner: Answers;
 
-  constructor(owner: Answers, op: Operation, key: string, amount: number, now: number | undefined, reading: number, receipt: unknown, deadline: number, resolve: (value: unknown) => void, reject: (error: unknown) => void) {
+  constructor(
+    owner: Answers,
+    op: Operation,
+    key: string,
+    amount: number,
+    concurrency: InFlightLimit | undefined,
+    now: number | undefined,
+    reading: number,
+    receipt: unknown,
+    deadline: number,
+    resolve: (value: unknown) => void,
+    reject: (error: unknown) => void,
+  ) {
     this.#owner = owner;
     this.op = op;
     this.key = key;
     this.amount = amount;
+    this.concurrency = concurrency;
     this.now = now;
     this.reading = reading;
     this.receipt = receipt;
@@ -121,7 +147,7 @@ const UNKNOWN = new Rule(1, 1);
  * call, batching, the refusal cache, waiting and reservations. `RedisRateLimiter` and
  * `PostgresRateLimiter` are this class over their engines.
  */
-export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends Closable implements AsyncRateLimiter {
+export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends Closable implements AsyncRateLimiter, JointlyAdmitting {
   /**
    * The rule every key is limited by, as given (checked and copied): a `Rule`, or the function
    * that chooses each key's rule.
@@ -131,6 +157,10 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
   readonly #lookup: RuleOf | undefined;
   readonly #engine: StoreEngine;
   readonly #algorithm: string;
+  /** The in-flight limit every call carries, checked; undefined for a rate alone. */
+  readonly #inFlight: InFlightLimit | undefined;
+  /** The `concurrency` option as given. */
+  readonly #concurrency: Concurrency | undefined;
   readonly #prefix: string;
   readonly #name: string | undefined;
   readonly #timeoutMs: number;
@@ -160,8 +190,14 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
   /** @throws TypeError or RangeError naming the option, before anything is sent to the store. */
   protected constructor(options: StoreLimiterOptions<R>, engine: StoreEngine) {
     super();
-    const { algorithm, rule, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch } = options;
-    if (typeof rule === 'function') {
+    const { algorithm, rule, concurrency, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch } = options;
+    this.#inFlight = checkConcurrency(concurrency);
+    this.#concurrency = concurrency;
+    if (this.#inFlight !== undefined && algorithm === undefined && rule === undefined) {
+      // An in-flight limit alone: the key records its limit and lease length where a rule would be.
+      this.#fixed = new Rule(this.#inFlight.limit, this.#inFlight.leaseMs);
+      this.rule = this.#fixed as R;
+    } else if (typeof rule === 'function') {
       this.#lookup = rule as RuleOf;
       this.rule = rule;
     } else {
@@ -170,7 +206,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
     }
     checkStoreOptions(clock, timeoutMs, onError);
     this.#engine = engine;
-    this.#algorithm = algorithm;
+    this.#algorithm = algorithm ?? 'concurrency';
     this.#prefix = prefix;
     this.#name = name;
     this.#timeoutMs = timeoutMs;
@@ -180,18 +216,29 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
     this.#policy = outagePolicy(onStoreError, context);
     this.#peekPolicy = peekOutagePolicy(onStoreError, context);
     this.#refusals = refusalCacheFor(refusalCache);
-    this.#namespace = sharedPerRule((rule) => storeNamespace(prefix, name, algorithm, rule));
+    this.#namespace = sharedPerRule((rule) => storeNamespace(prefix, name, this.#algorithm, rule));
     this.#timeouts = new CallTimeouts(timeoutMs, this.#timedOut, (ms) => engine.timeoutError(ms));
     this.#coalescer = batch ? new Coalescer<Call>(engine.send.bind(engine), engine.maxBatch, engine.ordered) : undefined;
-    // A wait ends when the store can no longer answer: with a client closed for good, a degraded
-    // refusal would be tried again for ever, its timer keeping the process alive.
-    const attempt = (key: string, permits: number) =>
-      this.tryAcquire(key, permits).then((decision) => {
-        if (decision.allowed || decision.degraded === undefined || !engine.clientClosed()) return decision;
-        throw new ClosedError(`ratekeeper: the ${engine.store} client is closed, so this wait could never be granted`);
-      });
+    const attempt = (key: string, permits: number) => this.tryAcquire(key, permits).then(this.#checkOpen);
     this.#waiting = new WaitQueue(attempt, clock === undefined ? systemScheduler : schedulerFor(clock));
   }
+
+  /**
+   * The in-flight limit given as the `concurrency` option (at most `limit` permits held at once
+   * per key, each lease ending `leaseMs` after its grant), or undefined for a rate alone.
+   */
+  get concurrency(): Concurrency | undefined {
+    return this.#concurrency;
+  }
+
+  /**
+   * A wait ends when the store can no longer answer: with a client closed for good, a degraded
+   * refusal would be tried again for ever, its timer keeping the process alive.
+   */
+  readonly #checkOpen = (decision: Decision): Decision => {
+    if (decision.allowed || decision.degraded === undefined || !this.#engine.clientClosed()) return decision;
+    throw new ClosedError(`ratekeeper: the ${this.#engine.store} client is closed, so this wait could never be granted`);
+  };
 
   /**
    * Decides a request for `permits` (default 1) by `key`: one round trip, shared with the calls
@@ -214,6 +261,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
   tryAcquire(key: string, permits = 1): Promise<Decision> {
     let now: number | undefined;
     try {
+      if (this.#inFlight !== undefined) throw unreleasable('tryAcquire');
       this.#engine.checkKey(key);
       checkPermits(permits, this.#fixed?.limit ?? MAX_SAFE);
       now = this.#read();
@@ -249,7 +297,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
    */
   peek(key: string, permits = 1): Promise<Decision> {
     try {
-      if (permits !== 0) checkPermits(permits, this.#fixed?.limit ?? MAX_SAFE);
+      if (permits !== 0) this.#checkPermits(permits);
       return this.#operate('peek', key, permits) as Promise<Decision>;
     } catch (error) {
       return Promise.reject(error);
@@ -301,6 +349,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
    */
   charge(key: string, permits: number): Promise<Decision> {
     try {
+      if (this.#inFlight !== undefined) throw unreleasable('charge');
       checkCharge(permits);
       return this.#operate('charge', key, permits) as Promise<Decision>;
     } catch (error) {
@@ -362,19 +411,108 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
    * ```
    */
   reserve(key: string, permits = 1): Promise<AsyncReservation> {
+    return this.#reserve(key, permits, undefined, 0);
+  }
+
+  /** `admit` from this limiter's part on, with the parts that can join one atomic call (src/store/joint-admission.ts). */
+  [ADMIT_JOINTLY](parts: readonly AdmissionPart[], from: number, held: readonly Held[], onError: AdmitOptions['onError']): Promise<StoreAdmission> | undefined {
+    return admitJointly(parts, from, held, onError);
+  }
+
+  /**
+   * This limiter's part of an admission decided with others in one atomic call, when its engine
+   * offers one; undefined for bad input, which its `reserve` then reports.
+   */
+  [JOINT](key: string, permits: number): JointPart | undefined {
+    const joint = this.#engine.joint;
+    // An in-flight part's leases go in order (the admission script wraps plain reservations).
+    if (joint === undefined || this.#inFlight !== undefined || !Number.isSafeInteger(permits) || permits < 1 || permits > (this.#fixed?.limit ?? MAX_SAFE)) return undefined;
+    let slot: number;
+    try {
+      slot = joint.slot(key);
+    } catch {
+      return undefined;
+    }
+    return {
+      together: joint.together,
+      slot,
+      gather: (count) => new Gathering(count, joint),
+      reserve: (gathering, index) => this.#reserve(key, permits, gathering as Gathering, index),
+    };
+  }
+
+  #reserve(key: string, permits: number, gathering: Gathering | undefined, index: number): Promise<AsyncKeyReservation> {
     let reply: Promise<unknown>;
     let call: Call;
     try {
-      checkPermits(permits, this.#fixed?.limit ?? MAX_SAFE);
-      reply = this.#operate('reserve', key, permits, undefined, (made) => (call = made));
+      this.#checkPermits(permits);
+      reply = this.#operate('reserve', key, permits, undefined, (made) => {
+        call = made;
+        made.gathering = gathering;
+        made.index = index;
+      });
     } catch (error) {
+      gathering?.leave();
       return Promise.reject(error);
+    }
+    if (gathering !== undefined) {
+      // Answered before its turn (its rule lookup failed or timed out): the others go without it.
+      const left = () => {
+        if (!call.dispatched) gathering.leave();
+      };
+      reply.then(left, left);
     }
     return reply.then((decision) => {
       const { receipt, rule } = call;
       if (!(decision as Decision).allowed || receipt === undefined) return new AsyncKeyReservation(decision as Decision, undefined);
-      return new AsyncKeyReservation(decision as Decision, (actual) => this.#settle(key, permits, rule, receipt, actual));
+      const settle = (actual: number) => this.#settle(key, permits, rule, receipt, actual);
+      if (this.#inFlight === undefined) return new AsyncKeyReservation(decision as Decision, settle);
+      return new AsyncKeyReservation(decision as Decision, settle, (ms) => this.#operateSafely('extend', key, ms, receipt, rule) as Promise<boolean>);
     });
+  }
+
+  /**
+   * Waits as `acquire` does, in the same first-in-first-out line per key among this process's
+   * callers, then reserves: resolves with the granted `AsyncLease`, to be settled (or cancelled)
+   * once the work is done, or past `maxWaitMs` with an ungranted one holding the key's refusal.
+   * With `concurrency` it holds in-flight permits from the grant until settled, cancelled, or its
+   * lease ends. A release made through this limiter wakes the line at once; one made by another
+   * process (or a lease ending) is seen by a re-check at most 100 ms apart: the waiting head tries
+   * again after the shorter of its `retryAfterMs` and 100 ms. Without `concurrency` it waits as
+   * `acquire` does, then reserves. `signal` rejects the wait with its reason, spending nothing.
+   * @throws (rejects) as `reserve` does, a `ClosedError` once closed, `signal.reason` on abort.
+   *
+   * @example
+   * ```ts
+   * import { Redis } from 'ioredis';
+   * import { Concurrency, Rule } from 'ratekeeper';
+   * import { RedisRateLimiter } from 'ratekeeper/redis';
+   * declare function render(page: string): Promise<string>;
+   * const limiter = new RedisRateLimiter({
+   *   client: new Redis(),
+   *   algorithm: 'token-bucket',
+   *   rule: Rule.perMinute(100),
+   *   concurrency: new Concurrency(2, { leaseMs: 30_000 }), // 100 a minute and 2 at once
+   *   onStoreError: 'deny',
+   * });
+   * const lease = await limiter.lease('user-1', 1, { maxWaitMs: 10_000 });
+   * if (lease.decision.allowed) {
+   *   try {
+   *     await render('/report');
+   *   } finally {
+   *     await lease.settle(1); // the minute keeps its 1; the in-flight permit is free again
+   *   }
+   * }
+   * ```
+   */
+  lease(key: string, permits = 1, options?: AcquireOptions): Promise<AsyncLease> {
+    try {
+      this.#engine.checkKey(key);
+      this.#checkPermits(permits);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#waiting.acquireWith(key, permits, options, new StoreLeaseTurn((k, n) => this.#reserve(k, n, undefined, 0), this.#checkOpen, this.#inFlight !== undefined));
   }
 
   /**
@@ -397,6 +535,8 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
    * ```
    */
   acquire(key: string, permits = 1, options?: AcquireOptions): Promise<Decision> {
+    // Nobody could release what it would hold.
+    if (this.#inFlight !== undefined) return Promise.reject(unreleasable('acquire'));
     return this.#waiting.acquire(key, permits, options);
   }
 
@@ -424,9 +564,16 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
    * A summary for logs and `JSON.stringify`: the algorithm, rule (`'per key'` when a function
    * chooses it), key prefix, name (when given) and timeout; never the client.
    */
-  override toJSON(): { algorithm: string; rule: RuleSummary<R>; prefix: string; name?: string; timeoutMs: number } {
+  override toJSON(): { algorithm: string; rule: RuleSummary<R>; prefix: string; name?: string; timeoutMs: number; concurrency?: Concurrency } {
     const summary = { algorithm: this.#algorithm, rule: (this.#fixed ?? 'per key') as RuleSummary<R>, prefix: this.#prefix, timeoutMs: this.#timeoutMs };
-    return this.#name === undefined ? summary : { ...summary, name: this.#name };
+    const named = this.#name === undefined ? summary : { ...summary, name: this.#name };
+    return this.#concurrency === undefined ? named : { ...named, concurrency: this.#concurrency };
+  }
+
+  /** Checks a request's permits against the key's limit (a fixed rule's) and the in-flight limit. */
+  #checkPermits(permits: number): void {
+    checkPermits(permits, this.#fixed?.limit ?? MAX_SAFE);
+    if (this.#inFlight !== undefined) checkPermits(permits, this.#inFlight.limit);
   }
 
   /**
@@ -435,9 +582,14 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
    * releases it, as in memory, so that it no longer counts toward the key's bound.
    */
   #settle(key: string, reserved: number, rule: Rule, receipt: unknown, actual: number): Promise<Decision> {
+    if (actual > reserved) return this.#operateSafely('charge', key, actual - reserved, receipt) as Promise<Decision>;
+    return this.#operateSafely('refund', key, reserved - actual, receipt, rule) as Promise<Decision>;
+  }
+
+  /** `#operate`, its throw a rejection. */
+  #operateSafely(op: Operation, key: string, amount: number, receipt: unknown, rule?: Rule): Promise<unknown> {
     try {
-      if (actual > reserved) return this.#operate('charge', key, actual - reserved, receipt) as Promise<Decision>;
-      return this.#operate('refund', key, reserved - actual, receipt, undefined, rule) as Promise<Decision>;
+      return this.#operate(op, key, amount, receipt, undefined, rule);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -457,7 +609,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
 
   #call(op: Operation, key: string, amount: number, now: number | undefined, reading: number, receipt?: unknown, made?: (call: Call) => void, rule?: Rule): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      const call = new Call(this.#answers, op, key, amount, now, reading, receipt, this.#timeouts.deadline(), resolve, reject);
+      const call = new Call(this.#answers, op, key, amount, this.#inFlight, now, reading, receipt, this.#timeouts.deadline(), resolve, reject);
       made?.(call);
       // Bounded from its start: a rule lookup counts against the call's timeout too.
       this.#timeouts.add(call);
@@ -554,6 +706,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
       if (known !== undefined) return call.answer(known);
     }
     call.dispatched = true;
+    if (call.gathering !== undefined) return call.gathering.join(call.index, call, this.#engine.joint!.prepare(call));
     if (this.#coalescer === undefined || (call.op !== 'decide' && !this.#engine.batchesOperations)) return this.#engine.send([call], ALONE);
     const group = this.#engine.group(call.storeKey);
     // A batch carries one rule, sent once with it.
@@ -567,7 +720,10 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
       if (!decision!.allowed) this.#refusals?.remember(this.#refusalKey(call), call.amount, call.reading, decision!);
     } else if (op === 'reserve') {
       call.receipt = receipt;
-    } else if (op === 'reset' || (op === 'refund' && call.amount > 0)) {
+    } else if (op === 'extend') {
+      return call.resolve(receipt === true);
+    } else if (op === 'reset' || (op === 'refund' && call.amount > 0) || (this.#inFlight !== undefined && call.receipt !== undefined)) {
+      // A settle of a lease released its in-flight permits, whatever it refunded.
       this.#madeRoom(call);
     }
     call.resolve(decision);
@@ -619,6 +775,46 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
     const now = this.#clock?.now();
     if (now !== undefined && !Number.isFinite(now)) throw rangeError(`ratekeeper: \`clock\` returned ${describe(now)}, not a finite number`);
     return now;
+  }
+}
+
+/** How long a waiting lease goes at most before trying again: a release by another process is seen within it. */
+const RECHECK_MS = 100;
+
+/**
+ * A waiting lease's turn over a store: each try reserves, and the caller gets the reservation that
+ * was granted, or an ungranted one holding the final refusal. With an in-flight limit its refusals
+ * may end at any moment (another process releases), which nothing here hears: the head tries again
+ * after at most {@link RECHECK_MS}, and waits until its `maxWaitMs` rather than giving up on a
+ * `retryAfterMs` that is only an upper bound.
+ */
+class StoreLeaseTurn implements Turn<AsyncLease> {
+  readonly #reserve: (key: string, permits: number) => Promise<AsyncKeyReservation>;
+  readonly #checkOpen: (decision: Decision) => Decision;
+  readonly least: ((key: string, permits: number) => number) | undefined;
+  #reservation: AsyncKeyReservation | undefined;
+  /** The decision handed to the line (its retry shortened to the re-check) for the reservation's own. */
+  #handed: Decision | undefined;
+
+  constructor(reserve: (key: string, permits: number) => Promise<AsyncKeyReservation>, checkOpen: (decision: Decision) => Decision, holding: boolean) {
+    this.#reserve = reserve;
+    this.#checkOpen = checkOpen;
+    this.least = holding ? () => 0 : undefined;
+  }
+
+  attempt(key: string, permits: number): Promise<Decision> {
+    return this.#reserve(key, permits).then((reservation) => {
+      this.#reservation = reservation;
+      const decision = this.#checkOpen(reservation.decision);
+      this.#handed = this.least === undefined || decision.allowed || decision.retryAfterMs <= RECHECK_MS ? decision : { ...decision, retryAfterMs: RECHECK_MS };
+      return this.#handed;
+    });
+  }
+
+  answer(decision: Decision): AsyncLease {
+    const reservation = this.#reservation;
+    if (reservation !== undefined && this.#handed === decision) return reservation;
+    return new AsyncKeyReservation(decision, undefined);
   }
 }
 

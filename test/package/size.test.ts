@@ -67,8 +67,12 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * up by as much (1.04 KB). It shakes out of the limiter alone.
  * All of issues 24 and 25 merged (the HTTP and store layers' changes to shared limiter code): the
  * limiter built from Rule too 9 985 B: +0.02 KB.
+ * Issue 25's one-script admission over Redis: admit hands the admission to a store limiter offering
+ * it (the work itself lives in src/store, but the helpers it shares with admit are exported from
+ * the chunk the entries share): +78 B core (16 023 -> 16 101 B, both built); the core budget moved
+ * up by as much (0.08 KB).
  */
-const CORE_BUDGET = 15.65 * 1024;
+const CORE_BUDGET = 15.73 * 1024;
 const SHAKEN_BUDGET = 9.76 * 1024;
 
 interface Measured {

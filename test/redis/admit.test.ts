@@ -1,6 +1,7 @@
 // API.md, "Admission across keys", over a store: parts whose reserve returns a Promise are reserved
 // in order, and when one refuses the granted ones are cancelled (the atomic one-script admission
-// over one Redis client is not this path). Against the in-memory twins decided one by one with
+// over one Redis client is not this path: the two Redis parts here are on two clients; see
+// admit-joint.test.ts). Against the in-memory twins decided one by one with
 // refunds, on the same ManualClock: store decisions equal the twin's given the same readings. A
 // granted admission is settled at once: main's Redis buckets refund reservations that overlap
 // across calls safely rather than exactly (issue 24's store work), which is no part of admit.
@@ -33,6 +34,7 @@ const setupArb = fc.record({
 
 describe.skipIf(redisPort === 0)('admit over Redis', () => {
   const client = useIoredis();
+  const other = useIoredis();
 
   test.prop([setupArb], { numRuns: 30 })(
     'never grants a part unless all are, and decides as the parts one by one with refunds (two Redis parts and one in memory)',
@@ -42,7 +44,7 @@ describe.skipIf(redisPort === 0)('admit over Redis', () => {
       // The third limiter stays in memory: an admission may mix them.
       const real = limiters.map(({ algorithm, limit, windowMs }, i) =>
         i < 2
-          ? new RedisRateLimiter({ client, algorithm, rule: new Rule(limit, windowMs), onStoreError: 'deny', clock, prefix, name: `l${i}`, timeoutMs: Infinity })
+          ? new RedisRateLimiter({ client: i === 0 ? client : other, algorithm, rule: new Rule(limit, windowMs), onStoreError: 'deny', clock, prefix, name: `l${i}`, timeoutMs: Infinity })
           : new KeyedRateLimiter({ algorithm: () => new twins[algorithm](new Rule(limit, windowMs)), clock }),
       );
       const byHand = limiters.map(({ algorithm, limit, windowMs }) => new KeyedRateLimiter({ algorithm: () => new twins[algorithm](new Rule(limit, windowMs)), clock }));

@@ -24,6 +24,22 @@ describe.skipIf(!redisPort)('the Rule domain over Redis', () => {
     expect(decisions[3]!.resetAfterMs).toBeLessThanOrEqual(2 * Rule.MAX_WINDOW_MS);
   });
 
+  it.each(algorithmNames)('%s: windows of 1 to 4 ms settle and cancel at once without a store error', async (algorithm) => {
+    // Such windows have no expiry slack: a key refunded to as good as new used to be written with
+    // `SET ... PX 0`, which Redis refuses. The server's clock decides (a key's expiry runs on it).
+    for (const windowMs of [1, 2, 3, 4]) {
+      const limiter = new RedisRateLimiter({ client, algorithm, rule: new Rule(2, windowMs), onStoreError: 'deny', prefix: uniquePrefix('tiny-window') });
+      for (let i = 0; i < 20; i++) {
+        const cancelled = await limiter.reserve('k');
+        expect(cancelled.decision.degraded).toBeUndefined();
+        await expect(cancelled.cancel()).resolves.toBeUndefined();
+        const settled = await limiter.reserve('k', 2);
+        if (settled.decision.allowed) await expect(settled.settle(1)).resolves.toMatchObject({ limit: 2 });
+        expect((await limiter.tryAcquire('k')).degraded).toBeUndefined();
+      }
+    }
+  });
+
   it.each(['token-bucket', 'sliding-window-counter'] as const)('%s: Rule(999_999_999_989, 3_600_000) grants its last permit', async (algorithm) => {
     const clock = new ManualClock(1_764_000_000_000);
     const limiter = new RedisRateLimiter({ client, algorithm, rule: new Rule(999_999_999_989, 3_600_000), onStoreError: 'deny', clock, prefix: uniquePrefix('last-permit') });

@@ -43,7 +43,7 @@ export interface StringCodec {
  * what it read, which is adopted only if the key is still absent (so two processes never adopt it
  * twice), and the engine deletes the previous key. A peek does both in its answer and writes nothing.
  */
-export function stringScript(codec: StringCodec): string {
+export function stringScript(codec: StringCodec, leases = false): string {
   const n = codec.body.length;
   const body = codec.body.join(', ');
   const next = codec.body.map((name) => `new_${name}`).join(', ');
@@ -81,9 +81,9 @@ end`
 -- What only a call on a key that is not a plain state under its rule, or an operation, needs:
 -- take and operations, and all they call, made on first need by rare (see dispatch).
 local function rare(${hot})
-local fresh, valid, charge, used, legacy, legacy_tail, level, deficit, lower, owed, minus, give, mark, refund, fold, load, save, take, operations
+local fresh, valid, charge, used, legacy, legacy_tail, level, deficit, lower, owed, minus, give, mark, refund, fold, load, save, take, operations${leases ? ', place, release, inflight, combined, wait_from' : ''}
 ${LEGACY_KEY}${LEGACY_TAIL}
-function valid(r, ${body})
+function valid(${['r', ...codec.body].join(', ')})
   return ${codec.valid}
 end
 ${codec.rest}
@@ -92,7 +92,7 @@ ${codec.rest}
 -- Writes nothing. split: where the previous key's name puts the rule (0 nowhere; on a cluster, the
 -- first try, or on the second what the engine read of that key, see dispatch).
 function load(key, r, now, split, state)
-  local s = { block = -math.huge, rc = {}, expires = -math.huge, dirty = false, kept = 0, size = 0 }
+  local s = { block = -math.huge, rc = {}, ${leases ? 'ls = {}, ' : ''}expires = -math.huge, dirty = false, kept = 0, size = 0 }
   if state == nil then state = redis.call('GET', key) end
   if not state then
     s.body = { fresh(r) }
@@ -118,8 +118,8 @@ function load(key, r, now, split, state)
     return s
   end
   local length = #state
-  local receipts = (length - ${size} - 8) / 24
-  if length ~= ${size} and not (receipts >= 0 and receipts <= MAX_RECEIPTS and receipts % 1 == 0) then
+${leases ? LEASED_LENGTH(size) : `  local receipts = (length - ${size} - 8) / 24
+  if length ~= ${size} and not (receipts >= 0 and receipts <= MAX_RECEIPTS and receipts % 1 == 0) then`}
     error('ratekeeper: the key holds ' .. length .. ' bytes, not a state of this algorithm')
   end
   local v = { struct.unpack(${format}, state) }
@@ -128,7 +128,7 @@ function load(key, r, now, split, state)
   if length > ${size} then
     s.block = struct.unpack('<d', state, ${size} + 1)
     if not (s.block == s.block and s.block < math.huge) then ${FOREIGN} end
-    for at = ${size} + 9, length, 24 do
+${leases ? LEASES_READ(size) : ''}    for at = ${leases ? 'first' : `${size} + 9`}, length, 24 do
       local id, x, y = struct.unpack('<ddd', state, at)
       if not (id >= 1 and id % 1 == 0 and x == x and y == y) then ${FOREIGN} end
       s.rc[#s.rc + 1], s.rc[#s.rc + 2], s.rc[#s.rc + 3] = id, x, y
@@ -152,22 +152,23 @@ end
 -- key had left).
 function save(key, r, s, now, server_now, reset)
   local tail = ''
-  if s.block > -math.huge or #s.rc > 0 then
-    local parts = { struct.pack('<d', s.block) }
+  if s.block > -math.huge or #s.rc > 0${leases ? ' or #s.ls > 0' : ''} then
+    local parts = { struct.pack('<d', s.block) }${leases ? LEASES_WRITE : ''}
     for k = 1, #s.rc, 3 do parts[#parts + 1] = struct.pack('<ddd', s.rc[k], s.rc[k + 1], s.rc[k + 2]) end
     tail = table.concat(parts)
   end
-  local block = math.ceil(s.block - now)
+  local block = math.ceil(${leases ? 'math.max(s.block, s.ls[#s.ls] or -math.huge)' : 's.block'} - now)
   if not s.dirty and ${size} + #tail == s.size and server_now + math.max(reset + r.slack / 2, block) <= s.expires then
     redis.call('SETRANGE', key, 24, struct.pack(${bodyFormat}, unpack(s.body)) .. tail)
     return
   end
-  local ttl = math.max(reset + r.slack, block, s.kept)
+  -- At least 1 ms: a window of 3 ms or less has no slack, and a key as good as new may still be written (SET PX 0 is an error).
+  local ttl = math.max(reset + r.slack, block, s.kept, 1)
   redis.call('SET', key, struct.pack(${format}, r.limit, r.window, server_now + ttl - 1, unpack(s.body)) .. tail, 'PX', ms(ttl))
   if s.legacy then redis.call('DEL', s.legacy) end
 end
 ${fold}
--- tryAcquire (id nil) or reserve (id the caller's receipt id) on any key (state: what GET gave, if read).
+${leases ? leaseOperations(codec, refundBody) : `-- tryAcquire (id nil) or reserve (id the caller's receipt id) on any key (state: what GET gave, if read).
 function take(key, r, now, permits, server_now, split, id, state)
   local s = load(key, r, now, split, state)
   local granted, remaining, retry, reset, ${next} = decide(r, now, permits, unpack(s.body))
@@ -209,17 +210,7 @@ function operations(OPERATIONS, decision)
   function OPERATIONS.reserve(key, r, now, server_now, split, permits, id)
     return decision(take(key, r, now, tonumber(permits), server_now, split, tonumber(id)))
   end
-  -- Gives back what receipt id still may (nothing for an id the key no longer holds) and drops it;
-  -- whether the key held it.
-  local function settle(r, s, now, permits, id)
-    local i
-    for k = 1, #s.rc / 3 do if s.rc[3 * k - 2] == id then i = k end end
-    if not i then return false end
-    ${refundBody}
-    table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2)
-    return true
-  end
-  -- Never refused, and a block neither stops it nor is lifted by it; reaching the debt bound voids
+${settleOf(refundBody)}  -- Never refused, and a block neither stops it nor is lifted by it; reaching the debt bound voids
   -- the receipts (a refund could otherwise give back what the bound forgave). With an id, the
   -- charge settles that reservation above what it reserved: its receipt goes first.
   function OPERATIONS.charge(key, r, now, server_now, split, permits, id)
@@ -249,29 +240,25 @@ function operations(OPERATIONS, decision)
     save(key, r, s, now, server_now, reset)
     return 'OK'
   end
-  function OPERATIONS.reset(key, r, now, server_now, split)
-    redis.call('DEL', key)
-    if split > 0 then redis.call('DEL', legacy_key(key, r, split)) end
-    return 'OK'
-  end
-end
-return take, operations
+${RESET}end
+`}return take, operations
 end
 local take, operations
-
+${leases ? leaseDispatch(hot) : `
 -- A decision: a key holding just a state under the call's rule is decided and written in place
 -- here; any other (absent, blocked, reserved, under another rule) answers nil and what GET gave,
--- for take.
+-- for take. (struct's functions as locals, as the prelude's are.)
+local pack, unpack_doubles = struct.pack, struct.unpack
 local function decide_key(key, r, now, permits, server_now, split)
-  local state = redis.call('GET', key)
+  local state = call('GET', key)
   if state and #state == ${size} then
-    local limit, window, expires, ${body} = struct.unpack(${format}, state)
+    local limit, window, expires, ${body} = unpack_doubles(${format}, state)
     if limit == r.limit and window == r.window then
       if not (${codec.valid}) then ${FOREIGN} end
       local granted, remaining, retry, reset, ${next} = decide(r, now, permits, ${body})
       if granted then
         if server_now + reset + r.slack / 2 <= expires then
-          redis.call('SETRANGE', key, 24, struct.pack(${bodyFormat}, ${next}))
+          call('SETRANGE', key, 24, pack(${bodyFormat}, ${next}))
         else
           redis.call('SET', key, struct.pack(${format}, limit, window, server_now + reset + r.slack - 1, ${next}), 'PX', ms(reset + r.slack))
         end
@@ -281,8 +268,31 @@ local function decide_key(key, r, now, permits, server_now, split)
   end
   return nil, state
 end
-${dispatch(hot)}`;
+${dispatch(hot)}`}`;
 }
+
+/** Gives a receipt's refund back (see stringScript's `refundBody`): a local function of `operations`. */
+function settleOf(refundBody: string): string {
+  return `  -- Gives back what receipt id still may (nothing for an id the key no longer holds) and drops it;
+  -- whether the key held it.
+  local function settle(r, s, now, permits, id)
+    local i
+    for k = 1, #s.rc / 3 do if s.rc[3 * k - 2] == id then i = k end end
+    if not i then return false end
+    ${refundBody}
+    table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2) table.remove(s.rc, 3 * i - 2)
+    return true
+  end
+`;
+}
+
+/** The reset operation: the key, and on a standalone server the previous version's key, deleted. */
+const RESET = `  function OPERATIONS.reset(key, r, now, server_now, split)
+    redis.call('DEL', key)
+    if split > 0 then redis.call('DEL', legacy_key(key, r, split)) end
+    return 'OK'
+  end
+`;
 
 /**
  * For a codec's `legacy`: the block end of the previous version's tail at byte `at` (block end, a
@@ -332,26 +342,7 @@ export function dispatch(hot: string): string {
 local time = redis.call('TIME')
 local server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if string.byte(ARGV[1]) > 57 then
-  local OPERATIONS = {}
-  local function decision(granted, remaining, retry, reset)
-    if granted then return string.format('A %d %d', remaining, reset) end
-    return string.format('R %d %d %d', remaining, retry, reset)
-  end
-  take, operations = rare(${hot})
-  operations(OPERATIONS, decision)
-  local operation = OPERATIONS[ARGV[1]]
-  if not operation then return 'E unknown operation ' .. ARGV[1] end
-  local now = server_now
-  if ARGV[2] ~= '' then now = tonumber(ARGV[2]) end
-  local split, at = tonumber(ARGV[3]), 6
-  -- A cluster's second try (split -2): what the engine read of the previous key, then the arguments.
-  if split == ${GIVEN_SPLIT} then split, at = { ARGV[6], tonumber(ARGV[7]) }, 8 end
-  local ok, reply = pcall(operation, KEYS[1], prepare(tonumber(ARGV[4]), tonumber(ARGV[5])), now, server_now, split, ARGV[at], ARGV[at + 1])
-  if not ok then
-    if reply == '${ABSENT}' then return reply end
-    return 'E ' .. tostring(type(reply) == 'table' and reply.err or reply)
-  end
-  return reply
+${operation(hot, false)}
 end
 local count = #KEYS
 local split, r, base, chosen, each = tonumber(ARGV[1]), nil, 3, nil, nil
@@ -382,9 +373,9 @@ for i = 1, count do
   if not ok then
     reply[i] = granted == '${ABSENT}' and granted or 'E ' .. tostring(type(granted) == 'table' and granted.err or granted)
   elseif granted then
-    reply[i] = string.format('A %d %d', remaining, reset)
+    reply[i] = format('A %d %d', remaining, reset)
   else
-    reply[i] = string.format('R %d %d %d', remaining, retry, reset)
+    reply[i] = format('R %d %d %d', remaining, retry, reset)
   end
 end
 return reply
@@ -401,4 +392,269 @@ const LOOP_LOCALS = ['time', 'server_now', 'count', 'split', 'r', 'base', 'chose
  */
 export function topLevelLocals(lua: string): string {
   return [...lua.matchAll(/^local (?:function )?([A-Za-z_][\w, ]*?)(?: =|\(|$)/gm)].flatMap(([, names]) => names!.split(',').map((name) => name.trim())).join(', ');
+}
+
+// Leases (issue 25, DESIGN-25 S3): generated only into the scripts of limiters with an in-flight
+// limit, so a rate alone runs exactly the script it ran before. A leased key's tail is the block
+// end, the number of leases, the leases (receipt id, permits, end), then the receipts: 16 bytes
+// past the state and a multiple of 24, where a tail without leases is 8 past it, so each script
+// tells them apart (a rate-alone script refuses a leased key as not its state). The leases are kept
+// in end order (ties in grant order), as `Concurrency` keeps them, and those ended at the call's
+// time are dropped as the key is read. Each call carries the in-flight limit and lease length
+// (ARGV[8] and ARGV[9]; ARGV[7] is '' when it names no receipt).
+
+/** The most leases a key holds: every lease holds a permit of an in-flight limit of at most this. */
+const MAX_LEASES = 4096;
+
+/** The length check of a leased script's load (the plain one's, with leases allowed for). */
+const LEASED_LENGTH = (size: number) => `  local leased = length > ${size} and (length - ${size}) % 24 == 16
+  local receipts = (length - ${size} - (leased and 16 or 8)) / 24
+  if length ~= ${size} and not (receipts >= 0 and receipts <= MAX_RECEIPTS + ${MAX_LEASES} and receipts % 1 == 0) then`;
+
+/** Reads the leases after the block end (those not ended at `now`), leaving `first` at the receipts. */
+const LEASES_READ = (size: number) => `    local first = ${size} + 9
+    if leased then
+      local count = struct.unpack('<d', state, first)
+      if not (count >= 1 and count <= receipts and count % 1 == 0) then ${FOREIGN} end
+      first = first + 8
+      for _ = 1, count do
+        local id, permits, ends = struct.unpack('<ddd', state, first)
+        if not (id >= 1 and id % 1 == 0 and permits >= 1 and permits % 1 == 0 and ends == ends and ends < math.huge) then ${FOREIGN} end
+        if ends > now then s.ls[#s.ls + 1], s.ls[#s.ls + 2], s.ls[#s.ls + 3] = id, permits, ends end
+        first = first + 24
+      end
+    end
+`;
+
+/** Writes the leases after the block end, when there are any. */
+const LEASES_WRITE = `
+    if #s.ls > 0 then
+      parts[2] = struct.pack('<d', #s.ls / 3)
+      for k = 1, #s.ls, 3 do parts[#parts + 1] = struct.pack('<ddd', s.ls[k], s.ls[k + 1], s.ls[k + 2]) end
+    end`;
+
+/**
+ * A leased script's reserve (`take`) and operations. Every decision is the in-memory
+ * `Composite([rate, Concurrency])`'s (src/algorithms/composite.ts), or the `Concurrency`'s alone
+ * for the body-less codec: `combined` answers granted, the binding limit, remaining, retryAfterMs
+ * and resetAfterMs, and decisions reply with the binding limit last.
+ */
+function leaseOperations(codec: StringCodec, refundBody: string): string {
+  const rate = codec.body.length > 0;
+  const receiptOf = codec.folds ? `local x, y = deficit(r, s.body[1], s.body[2])` : `local x, y = mark(r, unpack(s.body)), 0`;
+  const combined = rate
+    ? `
+-- Composite.peek: the part with the fewest permits binds (the rate on a tie); a refusal's retry is
+-- the first time both allow, and its reset the first time after that both are as new.
+function combined(r, s, now, permits, limit, lease)
+  local g1, rem1, ret1, res1 = decide(r, now, permits, unpack(s.body))
+  local g2, rem2, ret2, res2 = inflight(s, limit, lease, now, permits)
+  local reset = math.max(res1, res2)
+  if permits == 0 then
+    if rem2 < rem1 then return true, limit, rem2, 0, reset end
+    return true, r.limit, rem1, 0, reset
+  end
+  local has1, has2 = rem1, rem2
+  if g1 then has1 = rem1 + permits end
+  if g2 then has2 = rem2 + permits end
+  local bound, available = r.limit, has1
+  if has2 < has1 then bound, available = limit, has2 end
+  local longest = math.max(ret1, ret2)
+  if longest == 0 then return true, bound, available - permits, 0, reset end
+  local retry = wait_from(r, s, now, permits, longest, limit, lease)
+  return false, bound, available, retry, wait_from(r, s, now, 0, retry, limit, lease)
+end
+
+-- Composite.waitFrom: the first whole ms from wait on at which both parts allow (permits 0: are as new).
+function wait_from(r, s, now, permits, wait, limit, lease)
+  while true do
+    local _, _, a_retry, a_reset = decide(r, now + wait, permits, unpack(s.body))
+    local _, _, b_retry, b_reset = inflight(s, limit, lease, now + wait, permits)
+    local longest = math.max(a_retry, b_retry)
+    if permits == 0 then longest = math.max(a_reset, b_reset) end
+    if longest == 0 then return wait end
+    if wait + longest >= MAX_WINDOW then return MAX_WINDOW end
+    if now + wait + longest == now + wait then return wait + longest end
+    wait = wait + longest
+  end
+end`
+    : `
+function combined(r, s, now, permits, limit, lease)
+  local granted, remaining, retry, reset = inflight(s, limit, lease, now, permits)
+  return granted, limit, remaining, retry, reset
+end`;
+  return `-- Puts a lease in end order, after those ending at the same time.
+function place(s, id, permits, ends)
+  local i = #s.ls + 1
+  while i > 1 and s.ls[i - 1] > ends do i = i - 3 end
+  table.insert(s.ls, i, ends) table.insert(s.ls, i, permits) table.insert(s.ls, i, id)
+end
+
+-- Drops lease id; whether the key held it.
+function release(s, id)
+  for k = 1, #s.ls, 3 do
+    if s.ls[k] == id then
+      table.remove(s.ls, k) table.remove(s.ls, k) table.remove(s.ls, k)
+      return true
+    end
+  end
+  return false
+end
+
+-- Concurrency.peek at time t (the leases ending after t hold): granted, remaining, retry, reset.
+function inflight(s, limit, lease, t, permits)
+  local held, last = 0, nil
+  for k = 1, #s.ls, 3 do
+    if s.ls[k + 2] > t then held, last = held + s.ls[k + 1], s.ls[k + 2] end
+  end
+  local free = limit - held
+  local reset = 0
+  if last then reset = math.min(MAX_WINDOW, math.ceil(last - t)) end
+  if permits == 0 then return true, math.max(free, 0), 0, reset end
+  if permits <= free then return true, free - permits, 0, math.min(MAX_WINDOW, math.ceil(math.max(last and last - t or 0, lease))) end
+  local needed, freed = permits - free, 0
+  for k = 1, #s.ls, 3 do
+    if s.ls[k + 2] > t then
+      freed = freed + s.ls[k + 1]
+      if freed >= needed then return false, math.max(free, 0), math.max(1, math.min(MAX_WINDOW, math.ceil(s.ls[k + 2] - t))), reset end
+    end
+  end
+  return false, math.max(free, 0), MAX_WINDOW, reset
+end
+${combined}
+-- reserve: the rate's grant (and its receipt) and a lease, both or neither.
+function take(key, r, now, permits, server_now, split, id, limit, lease)
+  local s = load(key, r, now, split)
+  local granted, bound, remaining, retry, reset = combined(r, s, now, permits, limit, lease)
+  if s.block > now then
+    if s.dirty then save(key, r, s, now, server_now, reset) end
+    local wait = math.ceil(s.block - now)
+    return false, bound, 0, math.max(wait, retry), math.max(wait, reset)
+  end
+  if granted then${
+    rate
+      ? `
+    ${codec.folds ? 'fold(r, s, now)' : ''}
+    s.body = { select(5, decide(r, now, permits, unpack(s.body))) }
+    ${receiptOf}
+    s.rc[#s.rc + 1], s.rc[#s.rc + 2], s.rc[#s.rc + 3] = id, x, y
+    if #s.rc > 3 * MAX_RECEIPTS then table.remove(s.rc, 1) table.remove(s.rc, 1) table.remove(s.rc, 1) end`
+      : ''
+  }
+    place(s, id, permits, now + lease)
+    save(key, r, s, now, server_now, reset)
+  elseif s.dirty then
+    save(key, r, s, now, server_now, reset)
+  end
+  return granted, bound, remaining, retry, reset
+end
+
+function operations(OPERATIONS, decision)
+  function OPERATIONS.peek(key, r, now, server_now, split, permits, _, limit, lease)
+    local s = load(key, r, now, split)
+    local granted, bound, remaining, retry, reset = combined(r, s, now, tonumber(permits), limit, lease)
+    if s.block > now then
+      local wait = math.ceil(s.block - now)
+      return decision(false, 0, math.max(wait, retry), math.max(wait, reset), bound)
+    end
+    return decision(granted, remaining, retry, reset, bound)
+  end
+  function OPERATIONS.reserve(key, r, now, server_now, split, permits, id, limit, lease)
+    local granted, bound, remaining, retry, reset = take(key, r, now, tonumber(permits), server_now, split, tonumber(id), limit, lease)
+    return decision(granted, remaining, retry, reset, bound)
+  end
+${rate ? settleOf(refundBody) : ''}  -- A settle past what was reserved: its lease released, the excess charged to the rate alone.
+  function OPERATIONS.charge(key, r, now, server_now, split, permits, id, limit, lease)
+    local s = load(key, r, now, split)
+    id = tonumber(id)
+    release(s, id)${
+      rate
+        ? `
+    settle(r, s, now, 0, id)
+    ${codec.folds ? 'fold(r, s, now)' : ''}
+    local v = { charge(r, now, tonumber(permits), unpack(s.body)) }
+    s.body = { unpack(v, 4, ${3 + codec.body.length}) }
+    if v[3] then s.rc = {} end`
+        : ''
+    }
+    local _, bound, remaining, _, reset = combined(r, s, now, 0, limit, lease)
+    save(key, r, s, now, server_now, reset)
+    return decision(true, remaining, 0, reset, bound)
+  end
+  -- A settle at or below what was reserved: its lease released, the rest refunded to the rate.
+  function OPERATIONS.refund(key, r, now, server_now, split, permits, id, limit, lease)
+    local s = load(key, r, now, split)
+    id = tonumber(id)
+    local held = release(s, id)${rate ? `\n    if settle(r, s, now, tonumber(permits), id) then held = true end` : ''}
+    local _, bound, remaining, _, reset = combined(r, s, now, 0, limit, lease)
+    if held or s.dirty then save(key, r, s, now, server_now, reset) end
+    return decision(true, remaining, 0, reset, bound)
+  end
+  function OPERATIONS.block(key, r, now, server_now, split, duration, _, limit, lease)
+    local s = load(key, r, now, split)
+    local ends = now + tonumber(duration)
+    if s.block >= ends and not s.dirty then return 'OK' end
+    s.block = math.max(s.block, ends)
+    save(key, r, s, now, server_now, select(5, combined(r, s, now, 0, limit, lease)))
+    return 'OK'
+  end
+${RESET}  -- Holds lease id until now + ms if it is still held ('OK'), else changes nothing ('NO').
+  function OPERATIONS.extend(key, r, now, server_now, split, duration, id, limit, lease)
+    local s = load(key, r, now, split)
+    id = tonumber(id)
+    for k = 1, #s.ls, 3 do
+      if s.ls[k] == id then
+        local permits = s.ls[k + 1]
+        release(s, id)
+        place(s, id, permits, now + tonumber(duration))
+        save(key, r, s, now, server_now, select(5, combined(r, s, now, 0, limit, lease)))
+        return 'OK'
+      end
+    end
+    return 'NO'
+  end
+end
+`;
+}
+
+/** A leased script's dispatch: operations alone (a limiter with leases sends no `tryAcquire`), each decision ending with its limit. */
+function leaseDispatch(hot: string): string {
+  return `
+local time = redis.call('TIME')
+local server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+${operation(hot, true)}
+`;
+}
+
+/**
+ * Runs the operation ARGV[1] names on KEYS[1] and returns its reply (see dispatch); with leases,
+ * each decision ends with its limit and the operation also takes the in-flight limit and lease
+ * length (ARGV[8], ARGV[9]). Indented as the plain dispatch's branch, flush for the leased one.
+ */
+function operation(hot: string, leases: boolean): string {
+  const limit = leases ? ', limit' : '';
+  const field = leases ? ' %d' : '';
+  const lines = [
+    'local OPERATIONS = {}',
+    `local function decision(granted, remaining, retry, reset${limit})`,
+    `  if granted then return string.format('A %d %d${field}', remaining, reset${limit}) end`,
+    `  return string.format('R %d %d %d${field}', remaining, retry, reset${limit})`,
+    'end',
+    `take, operations = rare(${hot})`,
+    'operations(OPERATIONS, decision)',
+    'local operation = OPERATIONS[ARGV[1]]',
+    "if not operation then return 'E unknown operation ' .. ARGV[1] end",
+    'local now = server_now',
+    "if ARGV[2] ~= '' then now = tonumber(ARGV[2]) end",
+    'local split, at = tonumber(ARGV[3]), 6',
+    "-- A cluster's second try (split -2): what the engine read of the previous key, then the arguments.",
+    `if split == ${GIVEN_SPLIT} then split, at = { ARGV[6], tonumber(ARGV[7]) }, 8 end`,
+    `local ok, reply = pcall(operation, KEYS[1], prepare(tonumber(ARGV[4]), tonumber(ARGV[5])), now, server_now, split, ARGV[at], ARGV[at + 1]${leases ? ', tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])' : ''})`,
+    'if not ok then',
+    `  if reply == '${ABSENT}' then return reply end`,
+    "  return 'E ' .. tostring(type(reply) == 'table' and reply.err or reply)",
+    'end',
+    'return reply',
+  ];
+  return lines.map((line) => (leases ? line : `  ${line}`)).join('\n');
 }
