@@ -84,17 +84,19 @@ local function decide(r, now, permits, units, partial, last)
     local left = units - permits
     return true, left, 0, until_tokens(r, r.limit, left, partial), left, partial, now
   end
-  -- Refilled to now, capped at a full bucket (as level, inline: this runs once per decision).
-  units = units + (now - last) * r.per_ms
-  if units > r.capacity then units = r.capacity end
-  local cost = permits * r.per_token
+  -- Refilled to now, capped at a full bucket (as level, inline: this runs once per decision). The
+  -- rule's numbers are read once each: a field of r is a hash lookup.
+  local per_ms, per_token, capacity = r.per_ms, r.per_token, r.capacity
+  units = units + (now - last) * per_ms
+  if units > capacity then units = capacity end
+  local cost = permits * per_token
   if units < cost then
-    local reset = ceil_div(r.capacity - units, r.per_ms)
+    local reset = ceil_div(capacity - units, per_ms)
     if permits == 0 then return true, 0, 0, reset end
-    return false, math.max(0, floor_div(units, r.per_token)), ceil_div(cost - units, r.per_ms), reset
+    return false, math.max(0, floor_div(units, per_token)), ceil_div(cost - units, per_ms), reset
   end
   local left = units - cost
-  return true, floor_div(left, r.per_token), 0, ceil_div(r.capacity - left, r.per_ms), left, 0, now
+  return true, floor_div(left, per_token), 0, ceil_div(capacity - left, per_ms), left, 0, now
 end
 `,
   rest: `

@@ -228,17 +228,18 @@ local take, operations
 ${leases ? leaseDispatch(hot) : `
 -- A decision: a key holding just a state under the call's rule is decided and written in place
 -- here; any other (absent, blocked, reserved, under another rule) answers nil and what GET gave,
--- for take.
+-- for take. (struct's functions as locals, as the prelude's are.)
+local pack, unpack_doubles = struct.pack, struct.unpack
 local function decide_key(key, r, now, permits, server_now, split)
-  local state = redis.call('GET', key)
+  local state = call('GET', key)
   if state and #state == ${size} then
-    local limit, window, expires, ${body} = struct.unpack(${format}, state)
+    local limit, window, expires, ${body} = unpack_doubles(${format}, state)
     if limit == r.limit and window == r.window then
       if not (${codec.valid}) then ${FOREIGN} end
       local granted, remaining, retry, reset, ${next} = decide(r, now, permits, ${body})
       if granted then
         if server_now + reset + r.slack / 2 <= expires then
-          redis.call('SETRANGE', key, 24, struct.pack(${bodyFormat}, ${next}))
+          call('SETRANGE', key, 24, pack(${bodyFormat}, ${next}))
         else
           redis.call('SET', key, struct.pack(${format}, limit, window, server_now + reset + r.slack - 1, ${next}), 'PX', ms(reset + r.slack))
         end
@@ -350,9 +351,9 @@ for i = 1, count do
   if not ok then
     reply[i] = 'E ' .. tostring(type(granted) == 'table' and granted.err or granted)
   elseif granted then
-    reply[i] = string.format('A %d %d', remaining, reset)
+    reply[i] = format('A %d %d', remaining, reset)
   else
-    reply[i] = string.format('R %d %d %d', remaining, retry, reset)
+    reply[i] = format('R %d %d %d', remaining, retry, reset)
   end
 end
 return reply

@@ -19,24 +19,27 @@ import { LEGACY_KEY, PRELUDE } from './prelude';
  * shell (src/redis/lua/shell.ts).
  */
 const CODEC = `
+-- Library functions a decision calls, as locals (see PRELUDE).
+local match, max, tonumber = string.match, math.max, tonumber
+
 local function prepare(limit, window)
-  return { limit = limit, window = window, bound = math.min((1 + DEBT) * limit, MAX_SAFE), tag = string.format('r%d/%d', limit, window) }
+  return { limit = limit, window = window, bound = math.min((1 + DEBT) * limit, MAX_SAFE), tag = format('r%d/%d', limit, window) }
 end
 
 -- A request the live permits leave no room for: it fits once the grant holding the permit that must
 -- leave has left, at leaving + windowMs (at least 1 ms away: it is still in the window now). In
 -- debt even 0 permits do not fit; for the state now (peek 0), simply none left.
 local function refusal(r, now, permits, live, leaving, newest)
-  local retry = math.max(1, math.ceil(leaving + r.window - now))
-  local reset = math.max(retry, math.ceil(newest + r.window - now))
+  local retry = max(1, ceil(leaving + r.window - now))
+  local reset = max(retry, ceil(newest + r.window - now))
   if permits == 0 then return true, 0, 0, reset end
-  return false, math.max(0, r.limit - live), retry, reset
+  return false, max(0, r.limit - live), retry, reset
 end
 
 -- A request that fits: the newest grant, now, leaves at now + windowMs; from then on the key is as new.
 local function allowance(r, now, permits, live, newest)
-  if permits > 0 then return true, r.limit - live - permits, 0, math.ceil(r.window) end
-  if live > 0 then return true, r.limit - live, 0, math.max(1, math.ceil(newest + r.window - now)) end
+  if permits > 0 then return true, r.limit - live - permits, 0, ceil(r.window) end
+  if live > 0 then return true, r.limit - live, 0, max(1, ceil(newest + r.window - now)) end
   return true, r.limit, 0, 0
 end
 `;
@@ -51,7 +54,7 @@ end
 const VIEW = `
 -- Scores cross into Redis as text: '%.17g' gives back the same double.
 local function exact(x)
-  return string.format('%.17g', x)
+  return format('%.17g', x)
 end
 
 local function not_ours()
@@ -60,26 +63,26 @@ end
 
 -- A member's running total and permits.
 local function grant(member)
-  local total, permits = string.match(member, '^(%d+):(%d+)$')
+  local total, permits = match(member, '^(%d+):(%d+)$')
   if not total then not_ours() end
   return tonumber(total), tonumber(permits)
 end
 
 local function view(key, window, now)
   local newest, total, newest_size = -math.huge, 0, 0
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[1] and last[2] ~= '-inf' then
     total, newest_size = grant(last[1])
     newest = tonumber(last[2])
   end
   if now < newest then now = newest end
-  local head = redis.call('ZRANGE', key, 0, 1, 'WITHSCORES')
+  local head = call('ZRANGE', key, 0, 1, 'WITHSCORES')
   local meta, oldest, oldest_at = nil, head[1], head[2]
   if head[2] == '-inf' then meta, oldest, oldest_at = head[1], head[3], head[4] end
   local base, expired = total, false
   if oldest and tonumber(oldest_at) <= now - window then
     expired = true
-    oldest = redis.call('ZRANGEBYSCORE', key, '(' .. exact(now - window), '+inf', 'LIMIT', 0, 1)[1]
+    oldest = call('ZRANGEBYSCORE', key, '(' .. exact(now - window), '+inf', 'LIMIT', 0, 1)[1]
   end
   if oldest then
     local through, size = grant(oldest)
@@ -90,13 +93,13 @@ end
 
 -- When the first live grant whose running total reaches wanted was logged, found by rank.
 local function leaving(key, wanted, now, window)
-  local low = redis.call('ZCOUNT', key, '-inf', exact(now - window))
-  local high = redis.call('ZCARD', key) - 1
+  local low = call('ZCOUNT', key, '-inf', exact(now - window))
+  local high = call('ZCARD', key) - 1
   while low < high do
-    local mid = math.floor((low + high) / 2)
-    if grant(redis.call('ZRANGE', key, mid, mid)[1]) >= wanted then high = mid else low = mid + 1 end
+    local mid = floor((low + high) / 2)
+    if grant(call('ZRANGE', key, mid, mid)[1]) >= wanted then high = mid else low = mid + 1 end
   end
-  return tonumber(redis.call('ZRANGE', key, low, low, 'WITHSCORES')[2])
+  return tonumber(call('ZRANGE', key, low, low, 'WITHSCORES')[2])
 end
 
 -- Logs permits at now after view, trimming what has expired: the one place that writes grants.
@@ -104,28 +107,28 @@ local function log_grant(key, window, permits, now, newest, newest_size, total, 
   local live = total - base
   if live == 0 then
     -- Every grant has left: start the totals over.
-    if total > 0 then redis.call('ZREMRANGEBYSCORE', key, '(-inf', '+inf') end
+    if total > 0 then call('ZREMRANGEBYSCORE', key, '(-inf', '+inf') end
     total = 0
   else
-    if expired then redis.call('ZREMRANGEBYSCORE', key, '(-inf', exact(now - window)) end
+    if expired then call('ZREMRANGEBYSCORE', key, '(-inf', exact(now - window)) end
     -- Totals stay below 2^53 so that every sum and difference is exact: counted again from the
     -- oldest live grant, they are at most the debt bound.
     if total > MAX_SAFE - permits then
-      local members = redis.call('ZRANGEBYSCORE', key, '(-inf', '+inf', 'WITHSCORES')
-      redis.call('ZREMRANGEBYSCORE', key, '(-inf', '+inf')
+      local members = call('ZRANGEBYSCORE', key, '(-inf', '+inf', 'WITHSCORES')
+      call('ZREMRANGEBYSCORE', key, '(-inf', '+inf')
       for i = 1, #members, 2 do
         local through, size = grant(members[i])
-        redis.call('ZADD', key, members[i + 1], string.format('%016d:%d', through - base, size))
+        call('ZADD', key, members[i + 1], format('%016d:%d', through - base, size))
       end
       total = total - base
     end
   end
   if live > 0 and newest == now then
     -- Grants at one time leave together: the newest member, of this very time, takes these permits.
-    redis.call('ZREM', key, string.format('%016d:%d', total, newest_size))
-    redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + permits, newest_size + permits))
+    call('ZREM', key, format('%016d:%d', total, newest_size))
+    call('ZADD', key, exact(now), format('%016d:%d', total + permits, newest_size + permits))
   else
-    redis.call('ZADD', key, exact(now), string.format('%016d:%d', total + permits, permits))
+    call('ZADD', key, exact(now), format('%016d:%d', total + permits, permits))
   end
 end
 
@@ -358,15 +361,15 @@ local take, operations
 -- other answers nil, for take. A key not yet stored is created here unless the previous version's may exist.
 local function decide_key(key, r, now, permits, server_now, split)
   local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
-  if meta ~= r.tag and (meta or total > 0 or (split > 0 and redis.call('EXISTS', legacy_key(key, r, split)) == 1)) then
+  if meta ~= r.tag and (meta or total > 0 or (split > 0 and call('EXISTS', legacy_key(key, r, split)) == 1)) then
     return nil
   end
   local live = total - base
   if live + permits > r.limit then return refusal(r, at, permits, live, leaving(key, total - r.limit + permits, at, r.window), newest) end
   local ok, remaining, retry, reset = allowance(r, at, permits, live, newest)
   log_grant(key, r.window, permits, at, newest, newest_size, total, base, expired)
-  if not meta then redis.call('ZADD', key, '-inf', r.tag) end
-  redis.call('PEXPIRE', key, ms(reset))
+  if not meta then call('ZADD', key, '-inf', r.tag) end
+  call('PEXPIRE', key, ms(reset))
   return ok, remaining, retry, reset
 end
 `;
