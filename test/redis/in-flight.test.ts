@@ -223,12 +223,12 @@ describe.skipIf(!redisPort)('leases over Redis', () => {
     expect((await leased.reserve('plain')).decision).toMatchObject({ allowed: true, limit: 1, remaining: 0 });
     const lease = await leased.reserve('k');
     expect(lease.decision.allowed).toBe(true);
-    const [rule] = await client.zrange(`${prefix}shared:sliding-window-log:k`, 0, 0);
+    const [rule] = await client.zrange(`${prefix}shared:sliding-window-log:k`, '0', '0');
     expect(rule).toMatch(/^l10\/60000\|-inf\|\d+,\d+\|L\d+,1,\d+$/);
     expect(await plain.peek('k')).toMatchObject({ allowed: false, degraded: 'store-error' });
     expect(errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/not a sliding-window-log key/) })]);
     await lease.settle(1);
-    expect((await client.zrange(`${prefix}shared:sliding-window-log:k`, 0, 0))[0]).toBe('r10/60000');
+    expect((await client.zrange(`${prefix}shared:sliding-window-log:k`, '0', '0'))[0]).toBe('r10/60000');
   });
 
   test('reset drops the leases', async () => {
