@@ -16,7 +16,8 @@ import { LEGACY_KEY, PRELUDE } from './prelude';
  * once blocked or reserved by `|<block end>` and `|<id>,<grant time>` per outstanding receipt,
  * oldest first: ranks and counts by score stay those of the grants after it, and trimming by score
  * never reaches it. Carry-over and adoption of the previous version's log are as in the string
- * shell (src/redis/lua/shell.ts).
+ * shell (src/redis/lua/shell.ts). With an in-flight limit the member also holds the leases (see
+ * LEASES_WRITE), so they are written atomically with the grants, in the log's own key.
  */
 const CODEC = `
 -- Library functions a decision calls, as locals (see PRELUDE).
