@@ -8,7 +8,23 @@ import { checkReply, toDecision, unexpectedReply } from '../store/reply';
 import type { Query } from './client';
 import { KeyOrder } from './key-order';
 import type { PostgresAlgorithm } from './plans';
-import { manyKeysParams, oneKeyParams, operationParams, receiptId, replyNumbers, type RowKeyHeads, ruleNumbers, type SentCall, type Statements, statements } from './protocol';
+import {
+  aloneRuleNumbers,
+  concurrencyNumbers,
+  leaseParams,
+  leaseStatement,
+  manyKeysParams,
+  oneKeyParams,
+  type Operation,
+  operationParams,
+  receiptId,
+  replyNumbers,
+  type RowKeyHeads,
+  ruleNumbers,
+  type SentCall,
+  type Statements,
+  statements,
+} from './protocol';
 import { SKIPPED } from './sql/shell';
 import { PostgresTimeoutError } from './timeout-error';
 
@@ -33,18 +49,24 @@ export class PostgresEngine implements StoreEngine {
   readonly batchesOperations = true;
   readonly #query: Query;
   readonly #timeoutMs: number;
-  readonly #statements: Statements;
+  /** A rate's statements; undefined for an in-flight limit alone. */
+  readonly #statements: Statements | undefined;
+  /** The lease function's statement, for a limiter with an in-flight limit (every call of it goes there). */
+  readonly #lease: string;
   readonly #heads: RowKeyHeads;
   /** The rule's numbers as the functions read them (see ruleNumbers). */
   readonly #ruleArgs: (rule: Rule) => string;
   readonly #order: KeyOrder<StoreCall>;
 
-  constructor(query: Query, algorithm: PostgresAlgorithm, heads: RowKeyHeads, schema: string | undefined, timeoutMs: number) {
+  /** `algorithm` undefined: an in-flight limit alone (its calls each carry the limit). */
+  constructor(query: Query, algorithm: PostgresAlgorithm | undefined, heads: RowKeyHeads, schema: string | undefined, timeoutMs: number) {
     this.#query = query;
     this.#timeoutMs = timeoutMs;
     this.#heads = heads;
-    this.#ruleArgs = sharedPerRule((rule) => ruleNumbers(algorithm, rule));
-    this.#statements = statements(schema, algorithm, timeoutMs);
+    // Alone, the layer's rule is {limit, leaseMs}: the row keeps it where a rate keeps its rule.
+    this.#ruleArgs = sharedPerRule((rule) => (algorithm === undefined ? aloneRuleNumbers({ limit: rule.limit, leaseMs: rule.windowMs }) : ruleNumbers(algorithm, rule)));
+    this.#statements = algorithm === undefined ? undefined : statements(schema, algorithm, timeoutMs);
+    this.#lease = leaseStatement(schema, algorithm, timeoutMs);
     this.#order = new KeyOrder(this.#send, MAX_BATCH);
   }
 
@@ -91,15 +113,20 @@ export class PostgresEngine implements StoreEngine {
     let sent: Promise<readonly unknown[]>;
     const first = calls[0]!;
     try {
+      const { concurrency } = first;
       if (first.op !== 'decide') {
         if (first.op === 'reserve') first.sent = receiptId();
-        // A refund names its reservation; a charge may too (a settle past what was reserved releases it).
+        // A refund names its reservation; a charge may too (a settle past what was reserved releases it), an extension its lease.
         const receipt = first.op === 'reserve' ? first.sent : first.receipt;
-        sent = this.#query(this.#statements.decide, operationParams(this.#heads, first.op, this.#sent(first), typeof receipt === 'number' ? receipt : null));
+        const id = typeof receipt === 'number' ? receipt : null;
+        sent =
+          concurrency === undefined
+            ? this.#query(this.#statements!.decide, operationParams(this.#heads, first.op as Operation, this.#sent(first), id))
+            : this.#query(this.#lease, leaseParams(this.#heads, first.op, this.#sent(first), id, concurrencyNumbers(concurrency)));
       } else if (calls.length === 1) {
-        sent = this.#query(this.#statements.oneKey, oneKeyParams(this.#heads, this.#sent(first)));
+        sent = this.#query(this.#statements!.oneKey, oneKeyParams(this.#heads, this.#sent(first)));
       } else {
-        sent = this.#query(this.#statements.manyKeys, manyKeysParams(this.#heads, calls.map(this.#sent)));
+        sent = this.#query(this.#statements!.manyKeys, manyKeysParams(this.#heads, calls.map(this.#sent)));
       }
     } catch (error) {
       // A client that throws instead of rejecting fails the same way.
@@ -148,12 +175,20 @@ export class PostgresEngine implements StoreEngine {
     return skipped;
   }
 
-  /** Answers an operation from its reply's numbers: a decision (a granted reservation's with its receipt, the id sent), or none. */
+  /**
+   * Answers an operation from its reply's numbers: a decision (a granted reservation's with its
+   * receipt, the id sent), or none; an extension whether its lease was still held. With an
+   * in-flight limit a decision's fourth number is its limit: the binding part's.
+   */
   #answer(call: StoreCall, reply: readonly string[]): void {
     if (call.op === 'block' || call.op === 'reset') return call.answer(undefined);
+    if (call.op === 'extend') return reply.length === 1 && (reply[0] === '1' || reply[0] === '0') ? call.answer(undefined, reply[0] === '1') : call.fail(unexpectedReply(reply, 'PostgreSQL'));
+    const leased = call.concurrency !== undefined;
     let decision: Decision;
     try {
-      decision = toDecision(checkReply(reply.length === 3 ? reply : [reply], 1, 'PostgreSQL'), 0, call.rule.limit);
+      const limit = leased ? Number(reply[3]) : call.rule.limit;
+      if (leased && (reply.length !== 4 || !Number.isSafeInteger(limit))) throw unexpectedReply(reply, 'PostgreSQL');
+      decision = toDecision(checkReply(reply.length === 3 || leased ? reply.slice(0, 3) : [reply], 1, 'PostgreSQL'), 0, limit);
     } catch (error) {
       return call.fail(error);
     }

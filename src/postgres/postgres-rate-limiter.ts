@@ -1,3 +1,4 @@
+import type { Concurrency } from '../algorithms/concurrency';
 import { typeError } from '../core/errors';
 import type { Rule } from '../core/rule';
 import { checkString, describe } from '../core/validate';
@@ -18,7 +19,8 @@ import { rowKeyHeads } from './protocol';
  * database server's clock and decides in one function call, exactly as the in-memory algorithm of
  * the same name would; a refusal writes nothing. The decisions asked for in one tick travel in one
  * round trip, each deciding as if sent alone in the order asked. Run {@link migrate} first. The
- * methods are the store layer's (StoreRateLimiter), the same as `RedisRateLimiter`'s.
+ * methods are the store layer's (StoreRateLimiter), the same as `RedisRateLimiter`'s. With
+ * `concurrency` the key's row also holds its in-flight leases, decided under the same row lock.
  *
  * @example
  * ```ts
@@ -42,9 +44,9 @@ export class PostgresRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRa
       throw typeError(`ratekeeper: PostgresRateLimiter options must be an object, got ${describe(options)}`);
     }
     const { client, algorithm, rule, concurrency, onStoreError, schema, prefix = 'ratekeeper:', name, clock, timeoutMs = 500, onError, refusalCache = false } = options;
-    // The SQL for leases is not written yet: refused rather than run as a rate alone.
-    if (concurrency !== undefined) throw typeError('ratekeeper: `concurrency` is not supported by PostgresRateLimiter yet; use RedisRateLimiter or KeyedRateLimiter');
-    if (typeof algorithm !== 'string' || !Object.hasOwn(codecs, algorithm)) {
+    // An in-flight limit alone has neither; otherwise the algorithm is checked here, the rule by the layer.
+    const alone = concurrency !== undefined && algorithm === undefined && rule === undefined;
+    if (!alone && (typeof algorithm !== 'string' || !Object.hasOwn(codecs, algorithm))) {
       throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(codecs).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
     const query = toQuery(client);
@@ -52,16 +54,20 @@ export class PostgresRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRa
     if (prefix.includes('\u0000')) throw typeError(`ratekeeper: \`prefix\` must be a string without U+0000, got ${describe(prefix)}`);
     checkName(name);
     if (name?.includes('\u0000')) throw typeError(`ratekeeper: \`name\` must be a string without U+0000, got ${describe(name)}`);
-    const engine = new PostgresEngine(query, algorithm, rowKeyHeads(prefix, algorithm, name), schema, timeoutMs);
+    const engine = new PostgresEngine(query, algorithm, rowKeyHeads(prefix, algorithm ?? 'concurrency', name), schema, timeoutMs);
     super({ algorithm, rule: rule as R, concurrency, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch: true }, engine);
     this.#schema = schema ?? 'ratekeeper';
     // Keys meet only in one schema's table, and a row key holds no rule: limiters with different
     // rules on one prefix share each key's usage unless named apart.
-    claimNamespace(client, `${quotedSchema(schema)}.${ruleFreeNamespace(prefix, name, algorithm)}`, name !== undefined, 'PostgresRateLimiter', (message) => console.warn(message));
+    claimNamespace(client, `${quotedSchema(schema)}.${ruleFreeNamespace(prefix, name, algorithm ?? 'concurrency')}`, name !== undefined, 'PostgresRateLimiter', (message) => console.warn(message));
   }
 
-  /** A summary for logs and `JSON.stringify`: the algorithm, rule (`'per key'` for a function), schema, key prefix, name (when given) and timeout; never the client. */
-  override toJSON(): { algorithm: PostgresAlgorithm; rule: RuleSummary<R>; schema: string; prefix: string; name?: string; timeoutMs: number } {
-    return { ...(super.toJSON() as { algorithm: PostgresAlgorithm; rule: RuleSummary<R>; prefix: string; name?: string; timeoutMs: number }), schema: this.#schema };
+  /**
+   * A summary for logs and `JSON.stringify`: the algorithm (`'concurrency'` for an in-flight limit
+   * alone), rule (`'per key'` for a function), schema, key prefix, name (when given), timeout and
+   * in-flight limit (when given); never the client.
+   */
+  override toJSON(): { algorithm: PostgresAlgorithm | 'concurrency'; rule: RuleSummary<R>; schema: string; prefix: string; name?: string; timeoutMs: number; concurrency?: Concurrency } {
+    return { ...(super.toJSON() as Omit<ReturnType<PostgresRateLimiter<R>['toJSON']>, 'schema'>), schema: this.#schema };
   }
 }

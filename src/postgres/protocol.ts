@@ -3,6 +3,7 @@ import { expirySlackMs } from '../store/constants';
 import { ruleFreeNamespace } from '../store/keys';
 import { quotedSchema } from './migrate';
 import { codecs, type PostgresAlgorithm } from './plans';
+import { leaseFunction } from './sql/leases';
 import { decideFunction, manyKeysFunction, oneKeyFunction } from './sql/shell';
 
 // What PostgresRateLimiter sends and reads, as pure functions: the statements, their parameters
@@ -25,8 +26,7 @@ export interface Statements {
  */
 export function statements(schema: string | undefined, algorithm: PostgresAlgorithm, timeoutMs: number): Statements {
   const codec = codecs[algorithm];
-  const bound = timeoutMs === Infinity ? '' : ` FROM (SELECT set_config('lock_timeout', '${timeoutMs}', true) AS lock_timeout) AS bound`;
-  const reply = (call: string) => `SELECT array_to_string(${quotedSchema(schema)}.${call}, ',', 'NULL') AS r${bound}`;
+  const reply = replyOf(schema, timeoutMs);
   return {
     decide: reply(`${decideFunction(codec)}($1::text, $2::text, $3::text[], $4::numeric[], $5::numeric[], $6::numeric[], $7::text, $8::numeric)`),
     oneKey: reply(`${oneKeyFunction(codec)}($1::text, $2::text, $3::text, $4::numeric, $5::numeric, $6::numeric[])`),
@@ -34,13 +34,51 @@ export function statements(schema: string | undefined, algorithm: PostgresAlgori
   };
 }
 
+/** Wraps a function call into a statement answering its numbers as one text, its lock waits bounded by `timeoutMs` (see {@link statements}). */
+function replyOf(schema: string | undefined, timeoutMs: number): (call: string) => string {
+  const bound = timeoutMs === Infinity ? '' : ` FROM (SELECT set_config('lock_timeout', '${timeoutMs}', true) AS lock_timeout) AS bound`;
+  return (call) => `SELECT array_to_string(${quotedSchema(schema)}.${call}, ',', 'NULL') AS r${bound}`;
+}
+
+/**
+ * The statement of a limiter with `concurrency`, for every operation: the lease function of
+ * `algorithm`, or of an in-flight limit alone (./sql/leases.ts). It answers four numbers
+ * (remaining, retryAfterMs, resetAfterMs, the binding part's limit), an extension one (1: held).
+ */
+export function leaseStatement(schema: string | undefined, algorithm: PostgresAlgorithm | undefined, timeoutMs: number): string {
+  const codec = algorithm === undefined ? undefined : codecs[algorithm];
+  return replyOf(schema, timeoutMs)(`${leaseFunction(codec)}($1::text, $2::text, $3::text, $4::numeric, $5::numeric, $6::numeric[], $7::text, $8::numeric, $9::numeric[])`);
+}
+
+/** An in-flight limit as the lease functions read it: {limit, leaseMs}. */
+export function concurrencyNumbers({ limit, leaseMs }: { readonly limit: number; readonly leaseMs: number }): string {
+  return `{${limit},${leaseMs}}`;
+}
+
+/** The rule an in-flight limit alone sends: {limit, leaseMs} (kept in the row where a rate keeps its rule), then the expiry slack. */
+export function aloneRuleNumbers({ limit, leaseMs }: { readonly limit: number; readonly leaseMs: number }): string {
+  return `{${limit},${leaseMs},${expirySlackMs(leaseMs)}}`;
+}
+
+/** The operations of {@link leaseStatement}: every key operation, and a lease's extension. */
+export type LeaseOperation = Operation | 'extend';
+
+/**
+ * The parameters of {@link leaseStatement} for one operation on one key: `call.permits` is a block's
+ * duration for 'block', an extension's ms for 'extend'; `receipt` names the lease ('reserve',
+ * 'refund', 'charge', 'extend'); `concurrency` is {@link concurrencyNumbers}.
+ */
+export function leaseParams({ head, legacy }: RowKeyHeads, op: LeaseOperation, call: SentCall, receipt: number | null, concurrency: string): unknown[] {
+  return [head, legacy, call.key, call.permits, call.now ?? null, call.rule, op, receipt, concurrency];
+}
+
 /**
  * What starts a key's row key: `prefix + (name + ':')? + algorithm + ':'` (the key follows); and
  * what started it in the previous version, `prefix + algorithm + ':'` (PostgreSQL had no `name`),
  * which the rule and the key followed (`limit + '/' + windowMs + ':' + key`, written by the SQL): a
- * key's first call reads that row and adopts it.
+ * key's first call reads that row and adopts it. An in-flight limit alone is `'concurrency'` (no previous version wrote one).
  */
-export function rowKeyHeads(prefix: string, algorithm: PostgresAlgorithm, name?: string): { readonly head: string; readonly legacy: string } {
+export function rowKeyHeads(prefix: string, algorithm: PostgresAlgorithm | 'concurrency', name?: string): { readonly head: string; readonly legacy: string } {
   return { head: ruleFreeNamespace(prefix, name, algorithm), legacy: ruleFreeNamespace(prefix, undefined, algorithm) };
 }
 
@@ -80,7 +118,7 @@ export function manyKeysParams({ head, legacy }: RowKeyHeads, calls: readonly Se
 }
 
 /** The operations of {@link Statements.decide} besides a decision. */
-export type Operation = 'peek' | 'charge' | 'reserve' | 'refund' | 'block' | 'reset' | 'extend';
+export type Operation = 'peek' | 'charge' | 'reserve' | 'refund' | 'block' | 'reset';
 
 /**
  * The parameters of {@link Statements.decide} for one operation on one key: `call.permits` is a

@@ -6,7 +6,7 @@ import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Rule } from '../../src/index';
+import { Concurrency, Rule } from '../../src/index';
 import { migrate, PostgresRateLimiter } from '../../src/postgres';
 import { connection, postgresPort, uniqueSchema } from '../stores/support/postgres-store';
 
@@ -31,6 +31,23 @@ describe.skipIf(!postgresPort)('migrate', () => {
         await client.end();
       },
     };
+  }
+
+  /**
+   * Upgrades `schema`, an older table: behind a reader the change gives up after its lock_timeout;
+   * once the reader is gone it is made, without rewriting the table (its file stays).
+   */
+  async function upgradeBehindReader(schema: string): Promise<void> {
+    const file = async () => (await pool.query(`SELECT relfilenode FROM pg_class WHERE oid = to_regclass($1)`, [`"${schema}".ratekeeper_state`])).rows[0].relfilenode;
+    const before = await file();
+    const held = await reader(schema);
+    try {
+      await expect(migrate(pool, { schema })).rejects.toMatchObject({ code: '55P03', message: expect.stringMatching(/lock timeout/) });
+    } finally {
+      await held.release();
+    }
+    await migrate(pool, { schema });
+    expect(await file()).toBe(before);
   }
 
   /** What migrate may change: the functions' and the table's catalog rows (their xmin moves with any change) and the table's file. */
@@ -86,20 +103,33 @@ describe.skipIf(!postgresPort)('migrate', () => {
     const v1 = (await readFile(new URL('fixtures/schema-v1.sql', import.meta.url), 'utf8')).replaceAll('__SCHEMA__', `"${schema}"`);
     await pool.query(v1);
     await pool.query(`INSERT INTO "${schema}".ratekeeper_state (key, state, expires_at) VALUES ('kept', '{1,2}', 9000000000000)`);
-    const file = async () => (await pool.query(`SELECT relfilenode FROM pg_class WHERE oid = to_regclass($1)`, [`"${schema}".ratekeeper_state`])).rows[0].relfilenode;
-    const before = await file();
-    const held = await reader(schema);
-    try {
-      await expect(migrate(pool, { schema })).rejects.toMatchObject({ code: '55P03', message: expect.stringMatching(/lock timeout/) });
-    } finally {
-      await held.release();
-    }
-    await migrate(pool, { schema });
-    expect(await file()).toBe(before);
+    await upgradeBehindReader(schema);
     const { rows } = await pool.query(`SELECT key, state::text, blocked_until, rule_limit, receipts FROM "${schema}".ratekeeper_state`);
     expect(rows).toEqual([{ key: 'kept', state: '{1,2}', blocked_until: null, rule_limit: null, receipts: null }]);
     const limiter = new PostgresRateLimiter({ client: pool, schema, algorithm: 'fixed-window', rule: new Rule(2, 60_000), onStoreError: 'deny' });
     expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 1 });
+    await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
+  });
+
+  test('the schema before in-flight limits (fixtures/schema-v3.sql): its rows kept and decided on, the leases column added without a rewrite, a concurrency limiter works; behind a reader the change gives up after its lock_timeout', async () => {
+    const schema = uniqueSchema('pre-leases');
+    const v3 = (await readFile(new URL('fixtures/schema-v3.sql', import.meta.url), 'utf8')).replaceAll('__SCHEMA__', `"${schema}"`);
+    await pool.query(v3);
+    const options = { client: pool, schema, algorithm: 'fixed-window', rule: new Rule(5, 2 ** 40), onStoreError: 'deny', timeoutMs: 5_000 } as const;
+    // Rows written by that version's own functions.
+    await pool.query(`SELECT "${schema}".ratekeeper_acquire_one_fixed_window('old:fixed-window:', 'old:fixed-window:', 'k', 3, NULL, '{5,${2 ** 40},60000}')`);
+    await upgradeBehindReader(schema);
+    const { rows } = await pool.query(`SELECT key, leases FROM "${schema}".ratekeeper_state`);
+    expect(rows).toEqual([{ key: 'old:fixed-window:k', leases: null }]);
+    // The plain limiter carries on from the row as it was; one with concurrency on the same row adds its leases.
+    expect(await new PostgresRateLimiter({ ...options, prefix: 'old:' }).tryAcquire('k')).toMatchObject({ allowed: true, remaining: 1 });
+    const leased = new PostgresRateLimiter({ ...options, prefix: 'new:', concurrency: new Concurrency(1) });
+    const lease = await leased.lease('k');
+    expect(lease.decision).toMatchObject({ allowed: true, limit: 1, remaining: 0 });
+    expect((await leased.reserve('k')).decision).toMatchObject({ allowed: false, limit: 1 });
+    await lease.settle(1);
+    // The in-flight permit is back; the rate keeps the one it spent (the fewest left binds: 1 of 1).
+    expect(await leased.peek('k', 0)).toMatchObject({ limit: 1, remaining: 1 });
     await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
   });
 

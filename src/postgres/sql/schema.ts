@@ -1,6 +1,7 @@
 import { allCodecs } from '../plans';
 import { tokenBucket } from './token-bucket';
 import { dollarQuoted, QUOTE } from './dollar-quote';
+import { leaseShells } from './leases';
 import { codecShell, decideFunction } from './shell';
 
 /** How long `migrate` waits for the table's lock when the table needs a change, in ms. */
@@ -18,6 +19,7 @@ export const MIGRATE_LOCK_TIMEOUT_MS = 2_000;
  * the state is counted under (a call under another rule carries the usage over: ./shell.ts); and
  * `receipts`, the key's outstanding reservations, oldest first, two numbers each: the caller's
  * random id and what the codec marks (its window, its time, or a bucket's lowest deficit since).
+ * `leases`, the in-flight leases of a limiter with `concurrency` (./leases.ts), null for the others.
  * A row without a rule was written by the previous version, whose row keys held the rule.
  *
  * UNLOGGED: rate-limit state is worth less than the write-ahead log it would cost on every
@@ -46,7 +48,8 @@ CREATE UNLOGGED TABLE IF NOT EXISTS ${schema}.ratekeeper_state (
   blocked_until numeric,
   rule_limit numeric,
   rule_window_ms numeric,
-  receipts numeric[]
+  receipts numeric[],
+  leases numeric[]
 ) WITH (fillfactor = 50);
 
 DO ${QUOTE}
@@ -60,7 +63,7 @@ BEGIN
   IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = t AND attname = 'state' AND attnotnull) THEN
     ALTER TABLE ${schema}.ratekeeper_state ALTER COLUMN state DROP NOT NULL;
   END IF;
-${['blocked_until numeric', 'rule_limit numeric', 'rule_window_ms numeric', 'receipts numeric[]']
+${['blocked_until numeric', 'rule_limit numeric', 'rule_window_ms numeric', 'receipts numeric[]', 'leases numeric[]']
   .map(
     (column) => `  IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = t AND attname = '${column.split(' ')[0]}' AND NOT attisdropped) THEN
     ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN ${column};
@@ -85,6 +88,7 @@ export function migration(schema: string, literal: (text: string) => string): st
       `SELECT pg_advisory_xact_lock(hashtext('ratekeeper migrate'));`,
       TABLE(schema, (relation) => literal(`${schema}.${relation}`)),
       ...allCodecs.map((codec) => codecShell(schema, codec)),
+      leaseShells(schema, allCodecs),
     ].join('\n'),
   );
 }

@@ -44,6 +44,9 @@ export const SKIPPED = -1;
 /** How many numbers a call's rule is for `codec`: its `ruleArgs`, then the expiry slack. */
 export const ruleLength = (codec: Codec): number => codec.ruleArgs(new Rule(1, 1)).length + 1;
 
+/** The expiry slack in a call's rule for `codec`: its last number. */
+export const slackOf = (codec: Codec): string => `rule[${ruleLength(codec)}]`;
+
 /** The general function of `codec`, `ratekeeper_decide_token_bucket` and so on. */
 export const decideFunction = (codec: Codec): string => `ratekeeper_decide_${codec.name}`;
 
@@ -54,11 +57,11 @@ export const oneKeyFunction = (codec: Codec): string => `ratekeeper_acquire_one_
 export const manyKeysFunction = (codec: Codec): string => `ratekeeper_acquire_batch_${codec.name}`;
 
 /** The variables every step uses, beside its codec's own. */
-const VARIABLES = `k text; lk text; tid tid; ltid tid; s numeric[]; ls numeric[]; expires bigint; le bigint; blocked numeric; lb numeric;
+export const VARIABLES = `k text; lk text; tid tid; ltid tid; s numeric[]; ls numeric[]; expires bigint; le bigint; blocked numeric; lb numeric;
   rl numeric; rw numeric; rcpts numeric[]; carried numeric; renew boolean; n bigint; now numeric; answer numeric[]; next numeric[]; inserted int := 0;`;
 
 /** How a step takes its key's row: to write it, to read it (a peek), or to write it unless another transaction holds it. */
-type Lock = 'update' | 'share' | 'skip';
+export type Lock = 'update' | 'share' | 'skip';
 
 /** Ends the step undecided (a null `answer`) when the row `where` selects exists but another transaction holds it. */
 const heldBy = (table: string, where: string) => `
@@ -87,7 +90,7 @@ const heldBy = (table: string, where: string) => `
  * On the fast path (a decision) a window's receipts are left unread (`rcpts` null: it neither
  * reads nor changes them) and a bucket's are folded here (see `fold`).
  */
-const load = (schema: string, codec: Codec, lock: Lock, path: 'general' | 'fast' = 'general'): string => {
+export const load = (schema: string, codec: Codec, lock: Lock, path: 'general' | 'fast' = 'general', leases = false): string => {
   const table = `${schema}.ratekeeper_state`;
   // The fast path reads a window's receipts never, a bucket's to fold them; the general path reads them always and folds per operation.
   const receipts = path === 'general' || codec.deficit !== undefined;
@@ -97,7 +100,7 @@ const load = (schema: string, codec: Codec, lock: Lock, path: 'general' | 'fast'
   const legacyLock = { update: ' FOR UPDATE', share: '', skip: ' FOR UPDATE SKIP LOCKED' }[lock];
   const legacyWhere = 'key = lk AND rule_limit IS NULL';
   return `
-    SELECT ctid, state, expires_at, blocked_until, rule_limit, rule_window_ms${receipts ? ', receipts' : ''} INTO tid, s, expires, blocked, rl, rw${receipts ? ', rcpts' : ''}
+    SELECT ctid, state, expires_at, blocked_until, rule_limit, rule_window_ms${receipts ? ', receipts' : ''}${leases ? ', leases' : ''} INTO tid, s, expires, blocked, rl, rw${receipts ? ', rcpts' : ''}${leases ? ', lz' : ''}
       FROM ${table} WHERE key = k${rowLock};${lock === 'skip' ? heldBy(table, 'key = k') : ''}
     n := floor(extract(epoch FROM clock_timestamp()) * 1000);
     now := coalesce(clk, n);
@@ -110,7 +113,7 @@ const load = (schema: string, codec: Codec, lock: Lock, path: 'general' | 'fast'
       renew := true;
       s := NULL;
       blocked := NULL;
-      rcpts := NULL;
+      rcpts := NULL;${leases ? '\n      lz := NULL;' : ''}
       lk := ${storedKey(`legacy || rule[1] || '/' || rule[2] || ':' || uk`)};
       SELECT ctid, state, expires_at, blocked_until INTO ltid, ls, le, lb FROM ${table} WHERE ${legacyWhere}${legacyLock};${lock === 'skip' ? heldBy(table, legacyWhere) : ''}
       IF le > n THEN
@@ -119,7 +122,7 @@ const load = (schema: string, codec: Codec, lock: Lock, path: 'general' | 'fast'
       END IF;${write ? `\n      IF ltid IS NOT NULL THEN DELETE FROM ${table} WHERE ctid = ltid; END IF;` : ''}
     ELSE
       renew := true;
-      rcpts := NULL;
+      rcpts := NULL;${leases ? `\n      -- The leases stay, each ending when it would have; the rates' composite starts over.\n      IF lz IS NOT NULL THEN lz[2] := NULL; END IF;` : ''}
       IF cardinality(s) > 0 THEN
         SELECT u.used INTO carried FROM ${schema}.ratekeeper_${codec.name}_used(s, now, ${codec.ruleOf('rl', 'rw')}) u;
         s := NULL;
@@ -134,7 +137,7 @@ const load = (schema: string, codec: Codec, lock: Lock, path: 'general' | 'fast'
  * now. Between events only refill moves the deficit, downwards, so the lowest is always met at one.
  * A full bucket drops them all, as memory does: every refund would give nothing.
  */
-const fold = (codec: Codec): string =>
+export const fold = (codec: Codec): string =>
   codec.deficit === undefined
     ? ''
     : `
@@ -144,7 +147,7 @@ const fold = (codec: Codec): string =>
     END IF;`;
 
 /** A blocked key is refused whatever the codec says, writing nothing, until both the block and the algorithm allow. */
-const BLOCKED = `
+export const BLOCKED = `
     IF blocked > now THEN
       next := NULL;
       answer := ARRAY[0, greatest(ceil(blocked - now), answer[2]), greatest(ceil(blocked - now), answer[3])];
@@ -157,9 +160,9 @@ const BLOCKED = `
  * number), rounded up to a whole second and never moved earlier (see the table in ./schema.ts). A missing row is inserted; when another caller inserted
  * it meanwhile, the step runs again on that row. `columns`: what a row kept as it stands may change.
  */
-const store = (schema: string, codec: Codec, columns: string, keep = ''): string => {
+export const store = (schema: string, slack: string, columns: string, keep = '', leases = false): string => {
   const table = `${schema}.ratekeeper_state`;
-  const until = `ceil((n + greatest(answer[3], blocked - now) + rule[${ruleLength(codec)}]) / 1000.0) * 1000`;
+  const until = `ceil((n + greatest(answer[3], blocked - now) + ${slack}) / 1000.0) * 1000`;
   return `
     IF next IS NULL THEN
       EXIT WHEN NOT (${keep}renew AND (s IS NOT NULL OR blocked IS NOT NULL));
@@ -169,11 +172,11 @@ const store = (schema: string, codec: Codec, columns: string, keep = ''): string
       UPDATE ${table} SET state = next, expires_at = greatest(expires_at, ${until})${columns} WHERE ctid = tid;
       EXIT;
     ELSIF tid IS NOT NULL THEN
-      UPDATE ${table} SET state = next, expires_at = greatest(expires_at, ${until}), blocked_until = blocked, rule_limit = rule[1], rule_window_ms = rule[2], receipts = rcpts
+      UPDATE ${table} SET state = next, expires_at = greatest(expires_at, ${until}), blocked_until = blocked, rule_limit = rule[1], rule_window_ms = rule[2], receipts = rcpts${leases ? ', leases = lz' : ''}
       WHERE ctid = tid;
       EXIT;
     END IF;
-    INSERT INTO ${table} (key, state, expires_at, blocked_until, rule_limit, rule_window_ms, receipts) VALUES (k, next, ${until}, blocked, rule[1], rule[2], rcpts)
+    INSERT INTO ${table} (key, state, expires_at, blocked_until, rule_limit, rule_window_ms, receipts${leases ? ', leases' : ''}) VALUES (k, next, ${until}, blocked, rule[1], rule[2], rcpts${leases ? ', lz' : ''})
     ON CONFLICT (key) DO NOTHING;
     IF FOUND THEN
       inserted := inserted + 1;
@@ -207,7 +210,7 @@ const takeCall = (codec: Codec) => {
 const BY_KEY = 'ARRAY(SELECT o FROM unnest(keys) WITH ORDINALITY AS u(key, o) ORDER BY u.key, u.o)';
 
 /** Deletes up to `count` expired rows that no one holds (SKIP LOCKED): it never waits, so it runs last. */
-const reclaim = (schema: string, count: string): string => `
+export const reclaim = (schema: string, count: string): string => `
   IF inserted > 0 THEN
     DELETE FROM ${schema}.ratekeeper_state WHERE ctid = ANY (ARRAY(
       SELECT ctid FROM ${schema}.ratekeeper_state WHERE expires_at <= n ORDER BY expires_at LIMIT ${count} FOR UPDATE SKIP LOCKED));
@@ -217,7 +220,7 @@ const reclaim = (schema: string, count: string): string => `
 const acquireStep = (schema: string, codec: Codec, lock: Lock): string => `
   LOOP
     ${load(schema, codec, lock, 'fast')}
-    ${codec.decide.body}${BLOCKED}${store(schema, codec, codec.deficit === undefined ? '' : ', receipts = rcpts')}
+    ${codec.decide.body}${BLOCKED}${store(schema, slackOf(codec), codec.deficit === undefined ? '' : ', receipts = rcpts')}
   END LOOP;`;
 
 /** The state now of `state`, for the answer of an operation that is not a decision (as `peek(key, 0)`). */
@@ -247,7 +250,7 @@ const drop = (codec: Codec): string => `${codec.deficit === undefined ? '' : `
  * earlier refund gave back. What it gives comes off every later minimum too. A window or log gives
  * back what its codec finds still counted. Either way the receipt goes.
  */
-const refund = (schema: string, codec: Codec): string => {
+export const refund = (schema: string, codec: Codec): string => {
   const call = (permits: string, mark: string) => `SELECT r.next INTO next FROM ${schema}.ratekeeper_${codec.name}_refund(s, now, ${permits}, rule, ${mark}) r;`;
   const give =
     codec.deficit === undefined
@@ -271,9 +274,35 @@ const refund = (schema: string, codec: Codec): string => {
         END IF;`;
   return `${FIND}
       IF pos > 0 THEN${give}
-      END IF;
-      ${stateNow(schema, codec, 's')}`;
+      END IF;`;
 };
+
+/** Keeps a granted reservation's receipt; past the bound the oldest is voided: its refund then gives nothing. */
+export const keepReceipt = (codec: Codec): string => `
+          rcpts := coalesce(rcpts, '{}') || ARRAY[receipt, ${codec.mark}];
+          IF cardinality(rcpts) > ${2 * MAX_RECEIPTS} THEN rcpts := rcpts[3 : cardinality(rcpts)]; END IF;`;
+
+/**
+ * A charge of `prm` permits; with a receipt, a settle past what was reserved: the reservation's
+ * receipt goes, then the excess is charged. Leaves the state after in `next`.
+ */
+export const charge = (schema: string, codec: Codec): string => `
+        IF receipt IS NOT NULL THEN ${FIND}
+          IF pos > 0 THEN ${drop(codec)}
+          END IF;
+        END IF;${fold(codec)}
+        SELECT c.next, c.forgave INTO next, forgave FROM ${schema}.ratekeeper_${codec.name}_charge(s, now, prm, rule) c;
+        -- What passed the debt bound was dropped: a refund of an earlier grant could now give back permits never counted.
+        IF forgave THEN rcpts := NULL; END IF;`;
+
+/** The variables of the key operations (their receipts, charges and refunds), beside {@link VARIABLES}. */
+export const OPERATION_VARIABLES = `j int;
+  pos int;
+  forgave boolean;
+  keep boolean;
+  bound numeric;
+  deficit numeric;
+  given numeric;`;
 
 /**
  * The general function: `op` on `keys[i]` (each prefixed by `head`; `legacy` heads the previous
@@ -294,13 +323,7 @@ AS ${QUOTE}
 DECLARE
   ${VARIABLES}
   ${BATCH_VARIABLES}
-  j int;
-  pos int;
-  forgave boolean;
-  keep boolean;
-  bound numeric;
-  deficit numeric;
-  given numeric;
+  ${OPERATION_VARIABLES}
 BEGIN
   FOREACH i IN ARRAY CASE WHEN cardinality(keys) = 1 THEN '{1}' ELSE ${BY_KEY} END LOOP
     ${takeCall(codec)}
@@ -321,18 +344,11 @@ BEGIN
         blocked := greatest(blocked, now + prm);
         keep := true;
         ${stateNow(schema, codec, 's')}
-      ELSIF op = 'charge' THEN
-        -- A settle past what was reserved: the reservation's receipt goes, then the excess is charged.
-        IF receipt IS NOT NULL THEN ${FIND}
-          IF pos > 0 THEN ${drop(codec)}
-          END IF;
-        END IF;${fold(codec)}
-        SELECT c.next, c.forgave INTO next, forgave FROM ${fn('charge')}(s, now, prm, rule) c;
-        -- What passed the debt bound was dropped: a refund of an earlier grant could now give back permits never counted.
-        IF forgave THEN rcpts := NULL; END IF;
+      ELSIF op = 'charge' THEN${charge(schema, codec)}
         ${stateNow(schema, codec, 'next')}
       ELSIF op = 'refund' THEN
         ${refund(schema, codec)}
+        ${stateNow(schema, codec, 's')}
       ELSIF op IN ('acquire', 'reserve', 'peek') THEN
         IF op <> 'peek' THEN ${fold(codec)} END IF;
         SELECT d.next, d.answer INTO next, answer FROM ${fn('decide')}(s, now, prm, rule) d;
@@ -340,15 +356,12 @@ BEGIN
         IF prm = 0 THEN answer[2] := 0; END IF;
         ${BLOCKED}
         EXIT WHEN op = 'peek';
-        IF op = 'reserve' AND next IS NOT NULL THEN
-          -- Past the bound the oldest receipt is voided: its refund then gives nothing.
-          rcpts := coalesce(rcpts, '{}') || ARRAY[receipt, ${codec.mark}];
-          IF cardinality(rcpts) > ${2 * MAX_RECEIPTS} THEN rcpts := rcpts[3 : cardinality(rcpts)]; END IF;
+        IF op = 'reserve' AND next IS NOT NULL THEN${keepReceipt(codec)}
         END IF;
       ELSE
         RAISE EXCEPTION 'ratekeeper: unknown operation %', op;
       END IF;
-      ${store(schema, codec, ', blocked_until = blocked, receipts = rcpts', 'keep OR ')}
+      ${store(schema, slackOf(codec), ', blocked_until = blocked, receipts = rcpts', 'keep OR ')}
     END LOOP;
     reply[3 * i - 2 : 3 * i] := answer;
   END LOOP;
