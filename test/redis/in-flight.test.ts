@@ -99,16 +99,13 @@ describe('the concurrency option', () => {
   const client = useIoredis(); // never connects: every call here is refused before it is sent
   const base = { client, onStoreError: 'deny' as const };
 
-  test('a store cannot keep a lease for ever, nor more than 4096 in flight, nor leases beside the log', () => {
+  test('a store cannot keep a lease for ever, nor more than 4096 in flight', () => {
     expect(() => new RedisRateLimiter({ ...base, concurrency: new Concurrency(2, { leaseMs: Infinity }) })).toThrow(
       expect.objectContaining({ name: 'RangeError', code: 'ERR_RATEKEEPER_OUT_OF_RANGE', message: expect.stringContaining('`concurrency.leaseMs`') }),
     );
     expect(() => new RedisRateLimiter({ ...base, concurrency: new Concurrency(4097) })).toThrow(expect.objectContaining({ name: 'RangeError', message: expect.stringContaining('`concurrency.limit`') }));
     expect(() => new RedisRateLimiter({ ...base, concurrency: { limit: 2, leaseMs: 1000 } as unknown as Concurrency })).toThrow(
       expect.objectContaining({ name: 'TypeError', code: 'ERR_RATEKEEPER_INVALID_ARGUMENT', message: expect.stringContaining('`concurrency` must be a Concurrency') }),
-    );
-    expect(() => new RedisRateLimiter({ ...base, algorithm: 'sliding-window-log', rule: Rule.perMinute(10), concurrency: new Concurrency(2) })).toThrow(
-      expect.objectContaining({ name: 'TypeError', message: expect.stringContaining("'sliding-window-log'") }),
     );
     // An algorithm without its rule is still a missing rule.
     expect(() => new RedisRateLimiter({ ...base, algorithm: 'token-bucket', concurrency: new Concurrency(2) } as never)).toThrow(expect.objectContaining({ name: 'TypeError', message: expect.stringContaining('`rule`') }));
@@ -134,7 +131,7 @@ describe('the concurrency option', () => {
 
   test('a limiter without concurrency runs the script it ran before: the lease code is in the leased scripts only', () => {
     for (const plan of Object.values(plans)) expect(plan.script.source).not.toMatch(/inflight|OPERATIONS\.extend/);
-    for (const algorithm of ['token-bucket', 'fixed-window', 'sliding-window-counter', undefined] as const) expect(leasePlan(algorithm).script.source).toMatch(/OPERATIONS\.extend/);
+    for (const algorithm of ['token-bucket', 'fixed-window', 'sliding-window-log', 'sliding-window-counter', undefined] as const) expect(leasePlan(algorithm).script.source).toMatch(/OPERATIONS\.extend/);
   });
 });
 
@@ -203,17 +200,35 @@ describe.skipIf(!redisPort)('leases over Redis', () => {
     await expect(lease.extend(1)).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_ALREADY_SETTLED' });
   });
 
-  test("the key's expiry covers its latest lease end, and a rule change carries the leases over", async () => {
+  test.each(['fixed-window', 'sliding-window-log'] as const)("%s: the key's expiry covers its latest lease end, and a rule change carries the leases over", async (algorithm) => {
     let rule = Rule.perSecond(100);
     const prefix = uniquePrefix('expiry');
-    const limiter = new RedisRateLimiter({ client, algorithm: 'fixed-window', rule: () => rule, concurrency: new Concurrency(1, { leaseMs: 600_000 }), onStoreError: 'deny', prefix });
+    const limiter = new RedisRateLimiter({ client, algorithm, rule: () => rule, concurrency: new Concurrency(1, { leaseMs: 600_000 }), onStoreError: 'deny', prefix });
     const lease = await limiter.reserve('k');
     expect(lease.decision.allowed).toBe(true);
-    expect(await client.pttl(`${prefix}fixed-window:k`)).toBeGreaterThan(590_000);
+    expect(await client.pttl(`${prefix}${algorithm}:k`)).toBeGreaterThan(590_000);
     rule = Rule.perSecond(50);
     expect((await limiter.reserve('k')).decision).toMatchObject({ allowed: false, limit: 1, remaining: 0 });
     await lease.cancel();
     expect((await limiter.reserve('k')).decision.allowed).toBe(true);
+  });
+
+  test("the log keeps its leases in its rule member: a log limiter without concurrency reads a leased log as foreign, one with it reads a plain log as holding none", async () => {
+    const prefix = uniquePrefix('log-leases');
+    const options = { client, algorithm: 'sliding-window-log' as const, rule: Rule.perMinute(10), onStoreError: 'deny' as const, prefix, name: 'shared' };
+    const errors: unknown[] = [];
+    const leased = new RedisRateLimiter({ ...options, concurrency: new Concurrency(1) });
+    const plain = new RedisRateLimiter({ ...options, onError: (error) => errors.push(error) });
+    expect((await plain.reserve('plain')).decision.allowed).toBe(true);
+    expect((await leased.reserve('plain')).decision).toMatchObject({ allowed: true, limit: 1, remaining: 0 });
+    const lease = await leased.reserve('k');
+    expect(lease.decision.allowed).toBe(true);
+    const [rule] = await client.zrange(`${prefix}shared:sliding-window-log:k`, '0', '0');
+    expect(rule).toMatch(/^l10\/60000\|-inf\|\d+,\d+\|L\d+,1,\d+$/);
+    expect(await plain.peek('k')).toMatchObject({ allowed: false, degraded: 'store-error' });
+    expect(errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/not a sliding-window-log key/) })]);
+    await lease.settle(1);
+    expect((await client.zrange(`${prefix}shared:sliding-window-log:k`, '0', '0'))[0]).toBe('r10/60000');
   });
 
   test('reset drops the leases', async () => {
