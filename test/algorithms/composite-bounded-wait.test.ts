@@ -185,7 +185,7 @@ describe('Composite with an in-flight part: every decision in bounded steps', ()
         else if (held.length > 0) {
           if (op.kind === 'settle') pick(op.pick).settle(op.actual);
           else if (op.kind === 'cancel') pick(op.pick).cancel();
-          else (held[op.pick % held.length] as Lease).extend(op.ms);
+          else if (op.kind === 'extend') (held[op.pick % held.length] as Lease).extend(op.ms);
         }
       });
     }
@@ -203,7 +203,7 @@ describe('Composite with an in-flight part: every decision in bounded steps', ()
         counter.wrap(new Concurrency(limit, { leaseMs })),
       ]);
       const receipts: unknown[] = [];
-      let now = start;
+      let now: number = start;
       // The composite counts a reading before its latest grant as that grant's: its retry is from there.
       let granted = -Infinity;
       for (const op of ops) {
