@@ -71,8 +71,11 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * it (the work itself lives in src/store, but the helpers it shares with admit are exported from
  * the chunk the entries share): +78 B core (16 023 -> 16 101 B, both built); the core budget moved
  * up by as much (0.08 KB).
+ * Composite's search for the time every part allows together in bounded steps (doubling, then
+ * bisecting, where it stepped up to 2^42 times by a short retry): +83 B core (16 101 -> 16 184 B,
+ * both built); the core budget moved up by as much (0.08 KB).
  */
-const CORE_BUDGET = 15.73 * 1024;
+const CORE_BUDGET = 15.81 * 1024;
 const SHAKEN_BUDGET = 9.76 * 1024;
 
 interface Measured {
