@@ -288,9 +288,11 @@ function load(key, r, now, split, writes)${leases ? '\n  ls = {}' : ''}
     end
     if not writes then return nil, block, {}, old_key end
     redis.call('RENAME', old_key, key)
-    if first[2] == '-inf' then redis.call('ZREM', key, first[1]) end
+    -- The new meta member goes in before the previous one leaves: a log of nothing else would be
+    -- deleted in between, and its expiry with it.
     local member = meta_text(r, block, {})
     redis.call('ZADD', key, '-inf', member)
+    if first[2] == '-inf' then redis.call('ZREM', key, first[1]) end
     return member, block, {}, key
   end
   if head[2] ~= '-inf' then not_ours() end
