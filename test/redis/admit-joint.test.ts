@@ -2,7 +2,8 @@
 // admission of RedisRateLimiter parts is one script call, atomic. Against the in-memory twins
 // decided one by one with refunds, on the same ManualClock: all granted or none, each part as its
 // reserve would answer (after the first refusal, as its peek), and granted parts settle as any
-// reservation does.
+// reservation does. The joint path is src/store/joint-admission.ts; its parts wait for one another
+// in a Gathering (src/store/gathering.ts) until each has joined or left.
 import { fc, test } from '@fast-check/vitest';
 import { readFileSync } from 'node:fs';
 import { Redis as Upstash } from '@upstash/redis';
@@ -405,6 +406,27 @@ describe.skipIf(redisPort === 0)('admit over one Redis server: round trips and f
       const [user, , tokens] = threeLimiters(redis, { prefix });
       const broken = new RedisRateLimiter({ client: redis, algorithm: 'token-bucket', rule: async () => Promise.reject(new Error('no plan')), onStoreError: 'deny', prefix, name: 'broken' });
       await expect(admit([{ limiter: user, key: 'u' }, { limiter: broken, key: 'o' }, { limiter: tokens, key: 'o' }])).rejects.toThrow('no plan');
+      expect((await user.peek('u', 0)).remaining).toBe(3);
+      expect((await tokens.peek('o', 0)).remaining).toBe(100);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  test('a Gathering goes without a part whose rule lookup outlives its timeoutMs: the others are sent, then given back, and the admission is refused', async () => {
+    const redis = ioredisClient();
+    try {
+      const prefix = uniquePrefix('rule-slow');
+      const [user, , tokens] = threeLimiters(redis, { prefix });
+      // Never answers: the part is answered by its outage policy at its timeout and leaves the gathering.
+      const slow = new RedisRateLimiter({ client: redis, algorithm: 'token-bucket', rule: () => new Promise<Rule>(() => {}), onStoreError: 'deny', prefix, name: 'slow', timeoutMs: 50 });
+      const admission = await admit([{ limiter: user, key: 'u' }, { limiter: slow, key: 'o' }, { limiter: tokens, key: 'o' }]);
+      expect(admission.parts.map((part) => [part.allowed, part.degraded])).toEqual([
+        [true, undefined],
+        [false, 'store-timeout'],
+        [true, undefined],
+      ]);
+      expect(admission.decision).toEqual(admission.parts[1]);
       expect((await user.peek('u', 0)).remaining).toBe(3);
       expect((await tokens.peek('o', 0)).remaining).toBe(100);
     } finally {
