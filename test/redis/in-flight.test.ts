@@ -1,4 +1,3 @@
-import { type ChildProcess, fork } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -7,19 +6,13 @@ import { Concurrency, ManualClock, ManualScheduler, Rule } from '../../src/index
 import { nodeRateLimit } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
 import { leasePlan, plans } from '../../src/redis/scripts';
+import { nextMessage, raceFour, startRacer } from '../support/lease-race';
 import { ioredisClient, redisPort, uniquePrefix, useIoredis } from './helpers/clients';
 
 // Issue 25 over Redis (DESIGN-25 S4): in-flight limits across processes, a killed holder, and the
 // option's checks. The twin equality is in-flight.property.test.ts.
 
 const racer = fileURLToPath(new URL('./fixtures/lease-racer.ts', import.meta.url));
-
-function nextMessage(child: ChildProcess): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    child.once('message', resolve);
-    child.once('exit', (code) => reject(new Error(`racer exited with code ${code}`)));
-  });
-}
 
 function serverMs(time: unknown): number {
   const [seconds, micros] = time as string[];
@@ -32,19 +25,7 @@ describe.skipIf(!redisPort)('in-flight limits across processes', () => {
       const limit = 3;
       const tasks = 25;
       const prefix = uniquePrefix('lease-race');
-      const children = Array.from({ length: 4 }, () =>
-        fork(racer, [String(redisPort), prefix, client, String(limit), '30000', String(tasks)], { execArgv: ['--import', 'tsx'], stdio: 'inherit' }),
-      );
-      let reports: { granted: number; most: number }[];
-      try {
-        await Promise.all(children.map(nextMessage));
-        const results = children.map(nextMessage);
-        for (const child of children) child.send('go');
-        reports = (await Promise.all(results)) as { granted: number; most: number }[];
-      } finally {
-        // A failed race leaves none of its processes behind.
-        for (const child of children) if (child.exitCode === null) child.kill();
-      }
+      const reports = await raceFour(racer, [String(redisPort), prefix, client, String(limit), '30000', String(tasks)]);
       // Every task was granted in turn, and at no moment did more than `limit` count themselves in.
       expect(reports.map((report) => report.granted)).toEqual([tasks, tasks, tasks, tasks]);
       expect(Math.max(...reports.map((report) => report.most))).toBeLessThanOrEqual(limit);
@@ -53,7 +34,7 @@ describe.skipIf(!redisPort)('in-flight limits across processes', () => {
     test(`${client}: a SIGKILLed holder's permit comes back when its lease ends, by the server's clock`, { timeout: 30_000 }, async () => {
       const leaseMs = 1500;
       const prefix = uniquePrefix('lease-kill');
-      const holder = fork(racer, [String(redisPort), prefix, client, '1', String(leaseMs), '1'], { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
+      const holder = startRacer(racer, [String(redisPort), prefix, client, '1', String(leaseMs), '1']);
       let report: { granted: boolean; serverMs: number };
       try {
         await nextMessage(holder);
