@@ -196,24 +196,47 @@ export class Composite extends Printable implements AccountingAlgorithm {
    * (one that opens only in business hours), and on a fractional clock `now + wait` may round to a
    * reading just short of the moment a part meant; hence the check at the guess, moving on until
    * all agree.
+   *
+   * A part's clock may run ahead of this one's (a refund or an extension at a later reading): until
+   * the reading passes it, the part answers the same short retry at every guess. So each step is at
+   * least twice the last, and once one lands where all allow, the first such ms is searched for
+   * between the last refusal and it: whatever the parts' clocks, about 2·42 guesses at most.
    */
   private waitFrom(now: number, permits: number, wait: number): number {
-    for (;;) {
-      let longest = 0;
-      for (const part of this.parts) {
-        const decision = part.peek(now + wait, permits);
-        const left = permits === 0 ? decision.resetAfterMs : decision.retryAfterMs;
-        if (left > longest) longest = left;
-      }
-      if (longest === 0) return wait;
+    let step = 0;
+    let refused = wait - 1;
+    let longest = this.longestAt(now + wait, permits);
+    while (longest !== 0) {
       // An in-flight part whose leases never end by time refuses at every time: its 2^42, the
       // answer of a refusal only a release can end, is the answer.
       if (this.holding && wait + longest >= MAX_LEASE_MS) return MAX_LEASE_MS;
       // At a time so large (a clock gone wrong) that adding the wait no longer moves it, the parts
       // would refuse for ever: answer the wait found so far instead of looping for ever.
       if (now + wait + longest === now + wait) return wait + longest;
-      wait += longest;
+      // The parts refuse for `longest` more at least; the next guess may go further.
+      refused = wait + longest - 1;
+      step = Math.max(longest, 2 * step);
+      wait = this.holding ? Math.min(wait + step, MAX_LEASE_MS - 1) : wait + step;
+      longest = this.longestAt(now + wait, permits);
     }
+    // All allow at `wait` and refuse up to `refused`: the first ms they allow at lies between.
+    while (wait - refused > 1) {
+      const middle = refused + Math.floor((wait - refused) / 2);
+      if (this.longestAt(now + middle, permits) === 0) wait = middle;
+      else refused = middle;
+    }
+    return wait;
+  }
+
+  /** The longest any part still refuses at `at`: its retry, or for `permits` 0 its reset. */
+  private longestAt(at: number, permits: number): number {
+    let longest = 0;
+    for (const part of this.parts) {
+      const decision = part.peek(at, permits);
+      const left = permits === 0 ? decision.resetAfterMs : decision.retryAfterMs;
+      if (left > longest) longest = left;
+    }
+    return longest;
   }
 }
 

@@ -47,15 +47,12 @@ export class RedisRateLimiter<R extends Rule | RuleOf = Rule> extends StoreRateL
     if (!alone && (typeof algorithm !== 'string' || !Object.hasOwn(plans, algorithm))) {
       throw typeError(`ratekeeper: \`algorithm\` must be one of ${Object.keys(plans).map((name) => `'${name}'`).join(', ')}, got ${describe(algorithm)}`);
     }
-    if (concurrency !== undefined && algorithm === 'sliding-window-log') {
-      throw typeError("ratekeeper: `concurrency` cannot go with 'sliding-window-log' over Redis (its log keeps a store part of its own); use another algorithm, or a KeyedRateLimiter");
-    }
     // The client is checked first, then the prefix and name its keys are named by.
     const scriptClient = toScriptClient(client);
     checkString('prefix', prefix);
     checkName(name);
     const namespace = ruleFreeNamespace(prefix, name, algorithm ?? 'concurrency');
-    const plan = concurrency === undefined ? plans[algorithm!] : leasePlan(algorithm as Exclude<RedisAlgorithm, 'sliding-window-log'> | undefined);
+    const plan = concurrency === undefined ? plans[algorithm!] : leasePlan(algorithm);
     const engine = new RedisEngine(client, scriptClient, plan, clock !== undefined, namespace);
     if (typeof batch !== 'boolean') throw typeError(`ratekeeper: \`batch\` must be true or false, got ${describe(batch)}`);
     super({ algorithm, rule: rule as R, concurrency, onStoreError, prefix, name, clock, timeoutMs, onError, refusalCache, batch }, engine);

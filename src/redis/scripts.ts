@@ -5,7 +5,7 @@ import { withConstants } from './lua/prelude';
 import { IN_FLIGHT_ALONE } from './lua/in-flight';
 import { stringScript, type StringCodec } from './lua/shell';
 import { SLIDING_WINDOW_COUNTER } from './lua/sliding-window-counter';
-import { SLIDING_WINDOW_LOG } from './lua/sliding-window-log';
+import { leasedSlidingWindowLog, SLIDING_WINDOW_LOG } from './lua/sliding-window-log';
 import { batchArguments } from './protocol';
 import { sha1 } from './sha1';
 
@@ -89,7 +89,7 @@ export const plans: Readonly<Record<RedisAlgorithm, ScriptPlan>> = {
   'sliding-window-counter': plan(stringScript(SLIDING_WINDOW_COUNTER)),
 };
 
-/** The codec each algorithm's leased script is made from (the sliding-window log keeps a store part of its own, without leases). */
+/** The codec each algorithm's leased script is made from (the sliding-window log has a script of its own). */
 const LEASED: Readonly<Record<Exclude<RedisAlgorithm, 'sliding-window-log'>, StringCodec>> = {
   'token-bucket': BUCKET,
   'leaky-bucket': BUCKET,
@@ -98,15 +98,15 @@ const LEASED: Readonly<Record<Exclude<RedisAlgorithm, 'sliding-window-log'>, Str
 };
 
 /** Leased plans, made on first need: a limiter without `concurrency` never builds them. */
-const leased = new Map<StringCodec, ScriptPlan>();
+const leased = new Map<StringCodec | 'sliding-window-log', ScriptPlan>();
 
 /**
  * The plan of a limiter with an in-flight limit: its algorithm's script with leases (see the
- * shell), or without an algorithm the in-flight limit alone.
+ * shell, and the log's own), or without an algorithm the in-flight limit alone.
  */
-export function leasePlan(algorithm: Exclude<RedisAlgorithm, 'sliding-window-log'> | undefined): ScriptPlan {
-  const codec = algorithm === undefined ? IN_FLIGHT_ALONE : LEASED[algorithm];
+export function leasePlan(algorithm: RedisAlgorithm | undefined): ScriptPlan {
+  const codec = algorithm === undefined ? IN_FLIGHT_ALONE : algorithm === 'sliding-window-log' ? algorithm : LEASED[algorithm];
   let made = leased.get(codec);
-  if (made === undefined) leased.set(codec, (made = plan(stringScript(codec, true))));
+  if (made === undefined) leased.set(codec, (made = codec === 'sliding-window-log' ? plan(leasedSlidingWindowLog(), 'ZRANGE') : plan(stringScript(codec, true))));
   return made;
 }

@@ -1,6 +1,5 @@
-import type { Decision } from '../core/decision';
-import { type AdmissionPart, type AdmitOptions, decisionsOf, giveBack, type Held, peekRest, type StoreAdmission, StoreAdmitted } from '../limiter/admit';
-import type { AsyncReservation, Reservation } from '../limiter/reservation';
+import { type AdmissionPart, type AdmitOptions, decisionsOf, giveBack, type Held, type StoreAdmission, StoreAdmitted } from '../limiter/admit';
+import type { AsyncReservation } from '../limiter/reservation';
 
 // `admit`'s atomic path (API.md, "Admission across keys"): store parts that can be decided in one
 // call are, all granted or none. src/limiter/admit.ts hands an admission over at its first part
@@ -31,54 +30,25 @@ export interface JointAdmitting {
 }
 
 /**
- * From part `from` on: when every part that can join a call (at least two) can join one, the other
- * parts are reserved first, in order (so one in memory is decided before anything is sent), then
- * the joint parts in one atomic call. Undefined when they cannot all join one (several clients or
- * slots): the in-order path decides them.
+ * From part `from` on: when every part left can join one call (at least two, one client and hash
+ * slot), they are reserved in one atomic call, deciding in order as one by one would. Undefined
+ * otherwise (several clients or slots, or a part that cannot join, such as one in memory after a
+ * store part): the in-order path decides them, so that the first refusal in order is the one reported.
  */
 export function admitJointly(parts: readonly AdmissionPart[], from: number, held: readonly Held[], onError: AdmitOptions['onError']): Promise<StoreAdmission> | undefined {
-  const indexes: number[] = [];
   const joint: JointPart[] = [];
   for (let i = from; i < parts.length; i++) {
     const { limiter, key, permits = 1 } = parts[i]!;
-    // A part that cannot join (another store, bad input) is reserved as a part in memory is, before the joint call.
     const part = (limiter as Partial<JointAdmitting>)[JOINT]?.(key, permits);
-    if (part === undefined) continue;
-    if (joint.length > 0 && (part.together !== joint[0]!.together || part.slot !== joint[0]!.slot)) return undefined;
-    indexes.push(i);
+    if (part === undefined || (joint.length > 0 && (part.together !== joint[0]!.together || part.slot !== joint[0]!.slot))) return undefined;
     joint.push(part);
   }
   // One joint part alone gains nothing from a call of its own: its reservation is one round trip too.
-  return joint.length < 2 ? undefined : jointly(parts, from, [...held], indexes, joint, onError);
+  return joint.length < 2 ? undefined : jointly(from, [...held], joint, onError);
 }
 
-async function jointly(parts: readonly AdmissionPart[], from: number, held: Held[], indexes: readonly number[], joint: readonly JointPart[], onError: AdmitOptions['onError']): Promise<StoreAdmission> {
+async function jointly(from: number, held: Held[], joint: readonly JointPart[], onError: AdmitOptions['onError']): Promise<StoreAdmission> {
   const decisions = decisionsOf(held);
-  for (let i = from, next = 0; i < parts.length; i++) {
-    if (indexes[next] === i) {
-      next++;
-      continue;
-    }
-    const { limiter, key, permits = 1 } = parts[i]!;
-    let reservation: Reservation | AsyncReservation;
-    try {
-      reservation = await limiter.reserve(key, permits);
-    } catch (error) {
-      await giveBack(held, onError);
-      throw error;
-    }
-    decisions[i] = reservation.decision;
-    if (!reservation.decision.allowed) {
-      // Nothing was sent for the joint parts: they are answered by their peek, as every part not yet reserved.
-      try {
-        await peekRest(parts, from, decisions);
-      } finally {
-        await giveBack(held, onError);
-      }
-      return new StoreAdmitted(decisions, undefined);
-    }
-    held[i] = reservation;
-  }
   const gathering = joint[0]!.gather(joint.length);
   const outcomes = await Promise.allSettled(joint.map((part, m) => part.reserve(gathering, m)));
   let failure: PromiseRejectedResult | undefined;
@@ -86,8 +56,8 @@ async function jointly(parts: readonly AdmissionPart[], from: number, held: Held
     const outcome = outcomes[m]!;
     if (outcome.status === 'rejected') failure ??= outcome;
     else {
-      held[indexes[m]!] = outcome.value;
-      decisions[indexes[m]!] = outcome.value.decision;
+      held[from + m] = outcome.value;
+      decisions[from + m] = outcome.value.decision;
     }
   }
   if (failure !== undefined) {
@@ -100,4 +70,3 @@ async function jointly(parts: readonly AdmissionPart[], from: number, held: Held
   await giveBack(held, onError);
   return new StoreAdmitted(decisions, undefined);
 }
-

@@ -426,9 +426,10 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
   [JOINT](key: string, permits: number): JointPart | undefined {
     const joint = this.#engine.joint;
     // An in-flight part's leases go in order (the admission script wraps plain reservations).
-    if (joint === undefined || this.#inFlight !== undefined || !Number.isSafeInteger(permits) || permits < 1 || permits > (this.#fixed?.limit ?? MAX_SAFE)) return undefined;
+    if (joint === undefined || this.#inFlight !== undefined) return undefined;
     let slot: number;
     try {
+      this.#checkPermits(permits);
       slot = joint.slot(key);
     } catch {
       return undefined;

@@ -1,7 +1,6 @@
 // Issue 25 over PostgreSQL (DESIGN-25 S4): in-flight limits across processes, a killed holder, a
 // held row, and what the row keeps. The twin equality is in-flight.property.test.ts (through the
 // limiter) and leases.property.test.ts (the SQL alone).
-import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { describe, expect, test } from 'vitest';
@@ -11,16 +10,10 @@ import { allCodecs } from '../../src/postgres/plans';
 import { statements } from '../../src/postgres/protocol';
 import { codecShell } from '../../src/postgres/sql/shell';
 import { connection, postgresPort, stuckStatements } from '../stores/support/postgres-store';
+import { nextMessage, raceFour, startRacer } from '../support/lease-race';
 import { migratedSchema } from './helpers/schema';
 
 const racer = fileURLToPath(new URL('./fixtures/lease-racer.ts', import.meta.url));
-
-function nextMessage(child: ChildProcess): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    child.once('message', resolve);
-    child.once('exit', (code) => reject(new Error(`racer exited with code ${code}`)));
-  });
-}
 
 describe.skipIf(!postgresPort)('in-flight limits over PostgreSQL', () => {
   const made = migratedSchema('in-flight-pg');
@@ -44,19 +37,7 @@ describe.skipIf(!postgresPort)('in-flight limits over PostgreSQL', () => {
     const prefix = `race-${Math.random()}:`;
     await made.pool.query(`CREATE TABLE IF NOT EXISTS "${made.schema}".held (k text PRIMARY KEY, n int NOT NULL)`);
     await made.pool.query(`INSERT INTO "${made.schema}".held VALUES ($1, 0)`, [prefix]);
-    const children = Array.from({ length: 4 }, () =>
-      fork(racer, [String(postgresPort), made.schema, prefix, String(limit), '30000', String(tasks)], { execArgv: ['--import', 'tsx'], stdio: 'inherit' }),
-    );
-    let reports: { granted: number; most: number }[];
-    try {
-      await Promise.all(children.map(nextMessage));
-      const results = children.map(nextMessage);
-      for (const child of children) child.send('go');
-      reports = (await Promise.all(results)) as { granted: number; most: number }[];
-    } finally {
-      // A failed race leaves none of its processes behind.
-      for (const child of children) if (child.exitCode === null) child.kill();
-    }
+    const reports = await raceFour(racer, [String(postgresPort), made.schema, prefix, String(limit), '30000', String(tasks)]);
     // Every task was granted in turn, and at no moment did more than `limit` count themselves in.
     expect(reports.map((report) => report.granted)).toEqual([tasks, tasks, tasks, tasks]);
     expect(Math.max(...reports.map((report) => report.most))).toBeLessThanOrEqual(limit);
@@ -66,7 +47,7 @@ describe.skipIf(!postgresPort)('in-flight limits over PostgreSQL', () => {
   test("a SIGKILLed holder's permit comes back when its lease ends, by the server's clock", { timeout: 30_000 }, async () => {
     const leaseMs = 1500;
     const prefix = `kill-${Math.random()}:`;
-    const holder = fork(racer, [String(postgresPort), made.schema, prefix, '1', String(leaseMs), '1'], { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
+    const holder = startRacer(racer, [String(postgresPort), made.schema, prefix, '1', String(leaseMs), '1']);
     let report: { granted: boolean; serverMs: number };
     try {
       await nextMessage(holder);

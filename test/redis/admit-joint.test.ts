@@ -2,7 +2,8 @@
 // admission of RedisRateLimiter parts is one script call, atomic. Against the in-memory twins
 // decided one by one with refunds, on the same ManualClock: all granted or none, each part as its
 // reserve would answer (after the first refusal, as its peek), and granted parts settle as any
-// reservation does.
+// reservation does. The joint path is src/store/joint-admission.ts; its parts wait for one another
+// in a Gathering (src/store/gathering.ts) until each has joined or left.
 import { fc, test } from '@fast-check/vitest';
 import { readFileSync } from 'node:fs';
 import { Redis as Upstash } from '@upstash/redis';
@@ -77,15 +78,17 @@ describe.skipIf(redisPort === 0)('admit over one Redis client: one atomic script
           const admission = await admit(op.parts.map((part) => ({ limiter: real[part.limiter]!, key: KEYS[part.key]!, permits: permitsOf(part) })));
           const sent = client.calls - calls;
           const stored = op.parts.filter((part) => part.limiter !== 3).length;
-          // The memory part is decided first: when it refuses, nothing is reserved in Redis (each store part is answered by its peek).
+          // A memory part listed before every store part is decided first (when it refuses nothing
+          // goes to Redis); one listed after a store part sends the admission in order.
+          const firstStored = op.parts.findIndex((part) => part.limiter !== 3);
+          const memoryFirst = op.parts.every((part, i) => part.limiter !== 3 || i < firstStored);
           const memoryRefused = admission.parts.some((decision, i) => op.parts[i]!.limiter === 3 && !decision.allowed);
-          // Two store parts or more: one script call.
-          if (stored >= 2 && !memoryRefused) expect(sent).toBe(1);
+          // Two store parts or more, after any memory part: one script call.
+          if (stored >= 2 && memoryFirst && !memoryRefused) expect(sent).toBe(1);
 
           const { decisions, held, refused } = oneByOne(op.parts.map((part) => ({ limiter: byHand[part.limiter]!, key: KEYS[part.key]!, permits: permitsOf(part) })));
           expect(admission.decision.allowed).toBe(!refused);
-          // Where the memory part refused, in order a store part before it may have refused first.
-          if (stored < 2 || !memoryRefused) expect(admission.parts).toEqual(decisions);
+          expect(admission.parts).toEqual(decisions);
           if (refused) {
             expect(await states(real)).toEqual(before);
           } else if (op.settle) {
@@ -135,6 +138,27 @@ const admitThree = (limiters: Three, keys: readonly string[], tokens: number) =>
     { limiter: limiters[1], key: keys[1]! },
     { limiter: limiters[2], key: keys[2]!, permits: tokens },
   ]);
+
+describe.skipIf(redisPort === 0)('admit with a memory part after the Redis parts', () => {
+  const client = useIoredis();
+
+  it('reports the first refusal in order: a Redis key asked twice refuses before the memory key asked twice', async () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const redis = new RedisRateLimiter({ client, algorithm: 'token-bucket', rule: new Rule(1, 20_000), onStoreError: 'deny', clock, prefix: uniquePrefix('admit-order') });
+    const memory = new KeyedRateLimiter({ algorithm: () => new twins['token-bucket'](new Rule(1, 20_000)), clock });
+    const admission = await admit([
+      { limiter: redis, key: 'a' },
+      { limiter: redis, key: 'a' },
+      { limiter: memory, key: 'b' },
+      { limiter: memory, key: 'b' },
+    ]);
+    // One by one: the second Redis part refuses, and the memory parts after it are answered by their peek.
+    expect(admission.parts.map((decision) => decision.allowed)).toEqual([true, false, true, true]);
+    expect(admission.decision).toEqual(admission.parts[1]);
+    expect(await redis.peek('a', 0)).toMatchObject({ remaining: 1 });
+    expect(memory.peek('b', 0)).toMatchObject({ remaining: 1 });
+  });
+});
 
 describe.skipIf(redisPort === 0)('admit over one Redis server: round trips and failures', () => {
   test('parts on one client: one EVALSHA per admission (INFO commandstats of a server of its own), where one by one sends three', async () => {
@@ -382,6 +406,27 @@ describe.skipIf(redisPort === 0)('admit over one Redis server: round trips and f
       const [user, , tokens] = threeLimiters(redis, { prefix });
       const broken = new RedisRateLimiter({ client: redis, algorithm: 'token-bucket', rule: async () => Promise.reject(new Error('no plan')), onStoreError: 'deny', prefix, name: 'broken' });
       await expect(admit([{ limiter: user, key: 'u' }, { limiter: broken, key: 'o' }, { limiter: tokens, key: 'o' }])).rejects.toThrow('no plan');
+      expect((await user.peek('u', 0)).remaining).toBe(3);
+      expect((await tokens.peek('o', 0)).remaining).toBe(100);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  test('a Gathering goes without a part whose rule lookup outlives its timeoutMs: the others are sent, then given back, and the admission is refused', async () => {
+    const redis = ioredisClient();
+    try {
+      const prefix = uniquePrefix('rule-slow');
+      const [user, , tokens] = threeLimiters(redis, { prefix });
+      // Never answers: the part is answered by its outage policy at its timeout and leaves the gathering.
+      const slow = new RedisRateLimiter({ client: redis, algorithm: 'token-bucket', rule: () => new Promise<Rule>(() => {}), onStoreError: 'deny', prefix, name: 'slow', timeoutMs: 50 });
+      const admission = await admit([{ limiter: user, key: 'u' }, { limiter: slow, key: 'o' }, { limiter: tokens, key: 'o' }]);
+      expect(admission.parts.map((part) => [part.allowed, part.degraded])).toEqual([
+        [true, undefined],
+        [false, 'store-timeout'],
+        [true, undefined],
+      ]);
+      expect(admission.decision).toEqual(admission.parts[1]);
       expect((await user.peek('u', 0)).remaining).toBe(3);
       expect((await tokens.peek('o', 0)).remaining).toBe(100);
     } finally {

@@ -1,4 +1,3 @@
-import { type ChildProcess, fork } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -7,19 +6,13 @@ import { Concurrency, ManualClock, ManualScheduler, Rule } from '../../src/index
 import { nodeRateLimit } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
 import { leasePlan, plans } from '../../src/redis/scripts';
+import { nextMessage, raceFour, startRacer } from '../support/lease-race';
 import { ioredisClient, redisPort, uniquePrefix, useIoredis } from './helpers/clients';
 
 // Issue 25 over Redis (DESIGN-25 S4): in-flight limits across processes, a killed holder, and the
 // option's checks. The twin equality is in-flight.property.test.ts.
 
 const racer = fileURLToPath(new URL('./fixtures/lease-racer.ts', import.meta.url));
-
-function nextMessage(child: ChildProcess): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    child.once('message', resolve);
-    child.once('exit', (code) => reject(new Error(`racer exited with code ${code}`)));
-  });
-}
 
 function serverMs(time: unknown): number {
   const [seconds, micros] = time as string[];
@@ -32,19 +25,7 @@ describe.skipIf(!redisPort)('in-flight limits across processes', () => {
       const limit = 3;
       const tasks = 25;
       const prefix = uniquePrefix('lease-race');
-      const children = Array.from({ length: 4 }, () =>
-        fork(racer, [String(redisPort), prefix, client, String(limit), '30000', String(tasks)], { execArgv: ['--import', 'tsx'], stdio: 'inherit' }),
-      );
-      let reports: { granted: number; most: number }[];
-      try {
-        await Promise.all(children.map(nextMessage));
-        const results = children.map(nextMessage);
-        for (const child of children) child.send('go');
-        reports = (await Promise.all(results)) as { granted: number; most: number }[];
-      } finally {
-        // A failed race leaves none of its processes behind.
-        for (const child of children) if (child.exitCode === null) child.kill();
-      }
+      const reports = await raceFour(racer, [String(redisPort), prefix, client, String(limit), '30000', String(tasks)]);
       // Every task was granted in turn, and at no moment did more than `limit` count themselves in.
       expect(reports.map((report) => report.granted)).toEqual([tasks, tasks, tasks, tasks]);
       expect(Math.max(...reports.map((report) => report.most))).toBeLessThanOrEqual(limit);
@@ -53,7 +34,7 @@ describe.skipIf(!redisPort)('in-flight limits across processes', () => {
     test(`${client}: a SIGKILLed holder's permit comes back when its lease ends, by the server's clock`, { timeout: 30_000 }, async () => {
       const leaseMs = 1500;
       const prefix = uniquePrefix('lease-kill');
-      const holder = fork(racer, [String(redisPort), prefix, client, '1', String(leaseMs), '1'], { execArgv: ['--import', 'tsx'], stdio: 'inherit' });
+      const holder = startRacer(racer, [String(redisPort), prefix, client, '1', String(leaseMs), '1']);
       let report: { granted: boolean; serverMs: number };
       try {
         await nextMessage(holder);
@@ -99,16 +80,13 @@ describe('the concurrency option', () => {
   const client = useIoredis(); // never connects: every call here is refused before it is sent
   const base = { client, onStoreError: 'deny' as const };
 
-  test('a store cannot keep a lease for ever, nor more than 4096 in flight, nor leases beside the log', () => {
+  test('a store cannot keep a lease for ever, nor more than 4096 in flight', () => {
     expect(() => new RedisRateLimiter({ ...base, concurrency: new Concurrency(2, { leaseMs: Infinity }) })).toThrow(
       expect.objectContaining({ name: 'RangeError', code: 'ERR_RATEKEEPER_OUT_OF_RANGE', message: expect.stringContaining('`concurrency.leaseMs`') }),
     );
     expect(() => new RedisRateLimiter({ ...base, concurrency: new Concurrency(4097) })).toThrow(expect.objectContaining({ name: 'RangeError', message: expect.stringContaining('`concurrency.limit`') }));
     expect(() => new RedisRateLimiter({ ...base, concurrency: { limit: 2, leaseMs: 1000 } as unknown as Concurrency })).toThrow(
       expect.objectContaining({ name: 'TypeError', code: 'ERR_RATEKEEPER_INVALID_ARGUMENT', message: expect.stringContaining('`concurrency` must be a Concurrency') }),
-    );
-    expect(() => new RedisRateLimiter({ ...base, algorithm: 'sliding-window-log', rule: Rule.perMinute(10), concurrency: new Concurrency(2) })).toThrow(
-      expect.objectContaining({ name: 'TypeError', message: expect.stringContaining("'sliding-window-log'") }),
     );
     // An algorithm without its rule is still a missing rule.
     expect(() => new RedisRateLimiter({ ...base, algorithm: 'token-bucket', concurrency: new Concurrency(2) } as never)).toThrow(expect.objectContaining({ name: 'TypeError', message: expect.stringContaining('`rule`') }));
@@ -134,7 +112,7 @@ describe('the concurrency option', () => {
 
   test('a limiter without concurrency runs the script it ran before: the lease code is in the leased scripts only', () => {
     for (const plan of Object.values(plans)) expect(plan.script.source).not.toMatch(/inflight|OPERATIONS\.extend/);
-    for (const algorithm of ['token-bucket', 'fixed-window', 'sliding-window-counter', undefined] as const) expect(leasePlan(algorithm).script.source).toMatch(/OPERATIONS\.extend/);
+    for (const algorithm of ['token-bucket', 'fixed-window', 'sliding-window-log', 'sliding-window-counter', undefined] as const) expect(leasePlan(algorithm).script.source).toMatch(/OPERATIONS\.extend/);
   });
 });
 
@@ -203,17 +181,35 @@ describe.skipIf(!redisPort)('leases over Redis', () => {
     await expect(lease.extend(1)).rejects.toMatchObject({ code: 'ERR_RATEKEEPER_ALREADY_SETTLED' });
   });
 
-  test("the key's expiry covers its latest lease end, and a rule change carries the leases over", async () => {
+  test.each(['fixed-window', 'sliding-window-log'] as const)("%s: the key's expiry covers its latest lease end, and a rule change carries the leases over", async (algorithm) => {
     let rule = Rule.perSecond(100);
     const prefix = uniquePrefix('expiry');
-    const limiter = new RedisRateLimiter({ client, algorithm: 'fixed-window', rule: () => rule, concurrency: new Concurrency(1, { leaseMs: 600_000 }), onStoreError: 'deny', prefix });
+    const limiter = new RedisRateLimiter({ client, algorithm, rule: () => rule, concurrency: new Concurrency(1, { leaseMs: 600_000 }), onStoreError: 'deny', prefix });
     const lease = await limiter.reserve('k');
     expect(lease.decision.allowed).toBe(true);
-    expect(await client.pttl(`${prefix}fixed-window:k`)).toBeGreaterThan(590_000);
+    expect(await client.pttl(`${prefix}${algorithm}:k`)).toBeGreaterThan(590_000);
     rule = Rule.perSecond(50);
     expect((await limiter.reserve('k')).decision).toMatchObject({ allowed: false, limit: 1, remaining: 0 });
     await lease.cancel();
     expect((await limiter.reserve('k')).decision.allowed).toBe(true);
+  });
+
+  test("the log keeps its leases in its rule member: a log limiter without concurrency reads a leased log as foreign, one with it reads a plain log as holding none", async () => {
+    const prefix = uniquePrefix('log-leases');
+    const options = { client, algorithm: 'sliding-window-log' as const, rule: Rule.perMinute(10), onStoreError: 'deny' as const, prefix, name: 'shared' };
+    const errors: unknown[] = [];
+    const leased = new RedisRateLimiter({ ...options, concurrency: new Concurrency(1) });
+    const plain = new RedisRateLimiter({ ...options, onError: (error) => errors.push(error) });
+    expect((await plain.reserve('plain')).decision.allowed).toBe(true);
+    expect((await leased.reserve('plain')).decision).toMatchObject({ allowed: true, limit: 1, remaining: 0 });
+    const lease = await leased.reserve('k');
+    expect(lease.decision.allowed).toBe(true);
+    const [rule] = await client.zrange(`${prefix}shared:sliding-window-log:k`, '0', '0');
+    expect(rule).toMatch(/^l10\/60000\|-inf\|\d+,\d+\|L\d+,1,\d+$/);
+    expect(await plain.peek('k')).toMatchObject({ allowed: false, degraded: 'store-error' });
+    expect(errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/not a sliding-window-log key/) })]);
+    await lease.settle(1);
+    expect((await client.zrange(`${prefix}shared:sliding-window-log:k`, '0', '0'))[0]).toBe('r10/60000');
   });
 
   test('reset drops the leases', async () => {

@@ -38,6 +38,20 @@ describe.skipIf(!redisPort)('an upgrade from the previous key layout forgives no
     }
   });
 
+  // A blocked key the previous version had counted nothing on holds its block alone; the adopted
+  // log's expiry was lost when that member was replaced (the key was empty for a moment).
+  test('sliding-window-log: an adopted log holding only its block keeps its expiry', async () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const prefix = uniquePrefix('upgrade-block');
+    const rule = new Rule(5, 60_000);
+    await previousCall(redis, 'sliding-window-log', rule, previousKey(prefix, 'sliding-window-log', rule, 'k'), clock.now(), 'block', 300_000);
+    const limiter = new RedisRateLimiter({ client: redis, algorithm: 'sliding-window-log', rule, onStoreError: 'deny', clock, prefix });
+    // Shorter than the block adopted: the block stands and nothing else is written.
+    await limiter.block('k', 5_000);
+    expect(await redis.pttl(`${prefix}sliding-window-log:k`)).toBeGreaterThan(0);
+    expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: false });
+  });
+
   test.each(algorithmNames)('%s: a reset forgets the previous key too', async (algorithm) => {
     const clock = new ManualClock(1_700_000_000_000);
     const prefix = uniquePrefix('upgrade-reset');

@@ -96,6 +96,7 @@ function load(key, r, now, split, state)
   if state == nil then state = redis.call('GET', key) end
   if not state then
     s.body = { fresh(r) }
+    if split == 0 then return s end
     local old, old_key
     if type(split) == 'table' then
       -- A cluster's second try: the previous key as the engine read it in its own slot, in hex, and
@@ -434,14 +435,12 @@ const LEASES_WRITE = `
     end`;
 
 /**
- * A leased script's reserve (`take`) and operations. Every decision is the in-memory
- * `Composite([rate, Concurrency])`'s (src/algorithms/composite.ts), or the `Concurrency`'s alone
- * for the body-less codec: `combined` answers granted, the binding limit, remaining, retryAfterMs
- * and resetAfterMs, and decisions reply with the binding limit last.
+ * The leased scripts' pieces every rate shares (the string shell's and the sliding-window log's):
+ * `place`, `release`, `inflight` (the `Concurrency`'s decision over `s.ls`) and `combined` (with a
+ * rate, `Composite`'s over `decide(r, t, permits, unpack(s.body))` and `inflight`, with `wait_from`),
+ * as functions the caller has declared local.
  */
-function leaseOperations(codec: StringCodec, refundBody: string): string {
-  const rate = codec.body.length > 0;
-  const receiptOf = codec.folds ? `local x, y = deficit(r, s.body[1], s.body[2])` : `local x, y = mark(r, unpack(s.body)), 0`;
+export function leasePieces(rate: boolean): string {
   const combined = rate
     ? `
 -- Composite.peek: the part with the fewest permits binds (the rate on a tie); a refusal's retry is
@@ -521,7 +520,19 @@ function inflight(s, limit, lease, t, permits)
   end
   return false, math.max(free, 0), MAX_WINDOW, reset
 end
-${combined}
+${combined}`;
+}
+
+/**
+ * A leased script's reserve (`take`) and operations. Every decision is the in-memory
+ * `Composite([rate, Concurrency])`'s (src/algorithms/composite.ts), or the `Concurrency`'s alone
+ * for the body-less codec: `combined` answers granted, the binding limit, remaining, retryAfterMs
+ * and resetAfterMs, and decisions reply with the binding limit last.
+ */
+function leaseOperations(codec: StringCodec, refundBody: string): string {
+  const rate = codec.body.length > 0;
+  const receiptOf = codec.folds ? `local x, y = deficit(r, s.body[1], s.body[2])` : `local x, y = mark(r, unpack(s.body)), 0`;
+  return `${leasePieces(rate)}
 -- reserve: the rate's grant (and its receipt) and a lease, both or neither.
 function take(key, r, now, permits, server_now, split, id, limit, lease)
   local s = load(key, r, now, split)
@@ -618,7 +629,7 @@ end
 }
 
 /** A leased script's dispatch: operations alone (a limiter with leases sends no `tryAcquire`), each decision ending with its limit. */
-function leaseDispatch(hot: string): string {
+export function leaseDispatch(hot: string): string {
   return `
 local time = redis.call('TIME')
 local server_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)

@@ -1,5 +1,5 @@
 import { ABSENT, CLUSTER_SPLIT } from '../protocol';
-import { dispatch, topLevelLocals } from './shell';
+import { dispatch, leaseDispatch, leasePieces, topLevelLocals } from './shell';
 import { LEGACY_KEY, PRELUDE } from './prelude';
 
 /**
@@ -17,7 +17,8 @@ import { LEGACY_KEY, PRELUDE } from './prelude';
  * once blocked or reserved by `|<block end>` and `|<id>,<grant time>` per outstanding receipt,
  * oldest first: ranks and counts by score stay those of the grants after it, and trimming by score
  * never reaches it. Carry-over and adoption of the previous version's log are as in the string
- * shell (src/redis/lua/shell.ts).
+ * shell (src/redis/lua/shell.ts). With an in-flight limit the member also holds the leases (see
+ * LEASES_WRITE), so they are written atomically with the grants, in the log's own key.
  */
 const CODEC = `
 -- Library functions a decision calls, as locals (see PRELUDE).
@@ -140,29 +141,121 @@ end
 /** The names rare takes (see dispatch in the string shell). */
 const HOT = topLevelLocals(PRELUDE + LEGACY_KEY + CODEC + VIEW);
 
-/** The log's slow path and operations (rare), and its decision. */
-const STORE = `
+/** The plain log's decision (see dispatch in the string shell): a leased script has none. */
+const DECIDE_KEY = `
+-- A decision: a log under the call's rule, neither blocked nor reserved, is decided here; any
+-- other answers nil, for take. A key not yet stored is created here unless the previous version's may exist.
+local function decide_key(key, r, now, permits, server_now, split)
+  local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
+  if meta ~= r.tag and (meta or total > 0 or split == ${CLUSTER_SPLIT} or (split > 0 and call('EXISTS', legacy_key(key, r, split)) == 1)) then
+    return nil
+  end
+  local live = total - base
+  if live + permits > r.limit then return refusal(r, at, permits, live, leaving(key, total - r.limit + permits, at, r.window), newest) end
+  local ok, remaining, retry, reset = allowance(r, at, permits, live, newest)
+  if meta then
+    log_grant(key, r.window, permits, at, newest, newest_size, total, base, expired)
+  else
+    -- A log not yet stored: its rule's member and the grant (as log_grant writes it) in one command.
+    call('ZADD', key, '-inf', r.tag, exact(at), format('%016d:%d', permits, permits))
+  end
+  call('PEXPIRE', key, ms(reset))
+  return ok, remaining, retry, reset
+end
+`;
+
+/** A leased log's meta member: the tag's 'r' made 'l' (a plain script refuses it), then '|L<id>,<permits>,<end>' per lease, in end order. */
+const LEASES_WRITE = `
+  if #ls > 0 then
+    parts[1] = 'l' .. string.sub(r.tag, 2)
+    for k = 1, #ls, 3 do parts[#parts + 1] = 'L' .. exact(ls[k]) .. ',' .. exact(ls[k + 1]) .. ',' .. exact(ls[k + 2]) end
+  end`;
+
+/** Reads the leases of a meta member, keeping those not ended at now. */
+const LEASES_READ = `
+    for id, permits, ends in string.gmatch(list, '|L([^,|]+),([^,|]+),([^,|]+)') do
+      id, permits, ends = tonumber(id), tonumber(permits), tonumber(ends)
+      if not (id and permits and ends and id >= 1 and id % 1 == 0 and permits >= 1 and permits % 1 == 0 and ends == ends and ends < math.huge) then not_ours() end
+      if ends > now then ls[#ls + 1], ls[#ls + 2], ls[#ls + 3] = id, permits, ends end
+    end`;
+
+/**
+ * A leased log's own functions, beside the shell's lease pieces: `decide` is the log's part for
+ * `combined`, over the key (its body is the key, and for a peek of a log under another rule what
+ * carrying it over would hold: one grant of `carried` at `at`).
+ */
+const LEASED_PIECES = `
+-- The key's expiry: ttl ms from now, and never before its latest lease ends.
+function expire(key, now, ttl)
+  if #ls > 0 then ttl = math.max(ttl, math.ceil(ls[#ls] - now)) end
+  redis.call('PEXPIRE', key, ms(ttl))
+end
+
+function decide(r, t, permits, source, carried, at)
+  if not carried then return evaluate(source, r, t, permits) end
+  if at <= t - r.window then carried = 0 end
+  if carried + permits > r.limit then return refusal(r, t, permits, carried, at, at) end
+  return allowance(r, t, permits, carried, at)
+end
+
+-- A settle's answer: the key now (combined at 0 permits), the block aside.
+function settled(key, r, now, limit, lease)
+  local _, bound, remaining, _, reset = combined(r, { body = { key }, ls = ls }, now, 0, limit, lease)
+  return true, remaining, 0, reset, bound
+end
+${leasePieces(true)}`;
+
+/** Holds lease id until now + ms if it is still held ('OK'), else changes nothing ('NO'). */
+const LEASED_EXTEND = `
+  function OPERATIONS.extend(key, r, now, server_now, split, duration, id)
+    local member, block, rc = load(key, r, now, split, true)
+    local s = { ls = ls }
+    id = tonumber(id)
+    for k = 1, #ls, 3 do
+      if ls[k] == id then
+        local permits = ls[k + 1]
+        release(s, id)
+        place(s, id, permits, now + tonumber(duration))
+        set_meta(key, member, meta_text(r, block, rc))
+        expire(key, now, redis.call('PTTL', key))
+        return 'OK'
+      end
+    end
+    return 'NO'
+  end`;
+
+/** Sets the key's expiry to ttl ms (a Lua expression): with leases, never before the latest lease ends. */
+function pexpire(ttl: string, leases: boolean): string {
+  return leases ? `expire(key, now, ${ttl})` : `redis.call('PEXPIRE', key, ms(${ttl}))`;
+}
+
+/**
+ * The log's slow path and operations (rare), and its decision; with leases (an in-flight limit,
+ * DESIGN-25 S3) the leased operations instead, and no decision of its own (see leased).
+ */
+function store(leases: boolean): string {
+  return `
 -- What only a call on a log that is not plain under its rule, or an operation, needs: take and
 -- operations, and all they call, made on first need by rare (see dispatch in the string shell).
 local function rare(${HOT})
-local meta_text, meta_of, set_meta, load, evaluate, blocked, take, operations
+local meta_text, meta_of, set_meta, load, evaluate, blocked, take, operations${leases ? ', ls, expire, decide, settled, place, release, inflight, combined, wait_from' : ''}
 -- The meta member: the rule, then the block and the receipts when there are any.
 function meta_text(r, block, rc)
-  if block == -math.huge and #rc == 0 then return r.tag end
+  if block == -math.huge and #rc == 0${leases ? ' and #ls == 0' : ''} then return r.tag end
   local parts = { r.tag, exact(block) }
-  for k = 1, #rc, 2 do parts[#parts + 1] = exact(rc[k]) .. ',' .. exact(rc[k + 1]) end
+  for k = 1, #rc, 2 do parts[#parts + 1] = exact(rc[k]) .. ',' .. exact(rc[k + 1]) end${leases ? LEASES_WRITE : ''}
   return table.concat(parts, '|')
 end
 
-function meta_of(member)
-  local limit, window, rest = string.match(member, '^r(%d+)/(%d+)(.*)$')
+function meta_of(member${leases ? ', now' : ''})
+  local limit, window, rest = string.match(member, '^${leases ? '[rl]' : 'r'}(%d+)/(%d+)(.*)$')
   if not limit then not_ours() end
   local block, rc = -math.huge, {}
   if rest ~= '' then
     local ends, list = string.match(rest, '^|([^|,]+)(.*)$')
     block = tonumber(ends)
     if not (block and block == block and block < math.huge) then not_ours() end
-    for id, at in string.gmatch(list, '|([^,|]+),([^,|]+)') do rc[#rc + 1], rc[#rc + 2] = tonumber(id), tonumber(at) end
+    for id, at in string.gmatch(list, '|([^,|${leases ? 'L' : ''}]+),([^,|]+)') do rc[#rc + 1], rc[#rc + 2] = tonumber(id), tonumber(at) end${leases ? LEASES_READ : ''}
   end
   limit, window = tonumber(limit), tonumber(window)
   if not (limit >= 1 and limit <= MAX_SAFE and window >= 1 and window <= MAX_WINDOW) then not_ours() end
@@ -182,9 +275,10 @@ end
 -- written: a carried log answers with its count (the fifth value), an adopted one with its key (on a
 -- cluster the key itself, holding the log given until the peek removes it: the sixth value).
 -- split as in the string shell's load.
-function load(key, r, now, split, writes)
+function load(key, r, now, split, writes)${leases ? '\n  ls = {}' : ''}
   local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   if not head[1] then
+    if split == 0 then return nil, -math.huge, {}, key end
     local old_key, first
     if type(split) == 'table' then
       -- A cluster's second try: the previous log as the engine read it in its own slot, members and
@@ -227,7 +321,7 @@ function load(key, r, now, split, writes)
   if head[2] ~= '-inf' then not_ours() end
   local member = head[1]
   if member == r.tag then return member, -math.huge, {}, key end
-  local limit, window, block, rc = meta_of(member)
+  local limit, window, block, rc = meta_of(member${leases ? ', now' : ''})
   if limit == r.limit and window == r.window then return member, block, rc, key end
   local _, _, _, _, total, base = view(key, window, now)
   local carried = math.min(total - base, r.bound)
@@ -236,7 +330,7 @@ function load(key, r, now, split, writes)
   member = meta_text(r, block, {})
   redis.call('ZADD', key, '-inf', member)
   if carried > 0 then redis.call('ZADD', key, exact(now), string.format('%016d:%d', carried, carried)) end
-  redis.call('PEXPIRE', key, ms(math.max(math.ceil(r.window), math.ceil(block - now))))
+  ${pexpire('math.max(math.ceil(r.window), math.ceil(block - now))', leases)}
   return member, block, {}, key
 end
 
@@ -253,58 +347,72 @@ function evaluate(key, r, now, permits)
   return ok, remaining, retry, reset, at, newest, newest_size, total, base, expired
 end
 
-function blocked(block, now, retry, reset)
+function blocked(block, now, retry, reset${leases ? ', bound' : ''})
   local wait = math.ceil(block - now)
-  return false, 0, math.max(wait, retry), math.max(wait, reset)
+  return false, 0, math.max(wait, retry), math.max(wait, reset)${leases ? ', bound' : ''}
 end
-
+${leases ? LEASED_PIECES : ''}
 -- tryAcquire (id nil) or reserve (id the caller's receipt id) on any key.
-function take(key, r, now, permits, server_now, split, id)
+function take(key, r, now, permits, server_now, split, id${leases ? ', limit, lease' : ''})
   local member, block, rc, _, _, _, outlive = load(key, r, now, split, true)
-  local ok, remaining, retry, reset, at, newest, newest_size, total, base, expired = evaluate(key, r, now, permits)
-  if block > now then return blocked(block, now, retry, reset) end
-  if not ok then return ok, remaining, retry, reset end
+  local ok, remaining, retry, reset, at, newest, newest_size, total, base, expired = evaluate(key, r, now, permits)${
+    leases
+      ? `
+  local s, bound = { body = { key }, ls = ls }, nil
+  ok, bound, remaining, retry, reset = combined(r, s, now, permits, limit, lease)`
+      : ''
+  }
+  if block > now then return blocked(block, now, retry, reset${leases ? ', bound' : ''}) end
+  if not ok then return ok, remaining, retry, reset${leases ? ', bound' : ''} end
   log_grant(key, r.window, permits, at, newest, newest_size, total, base, expired)
   if id then
     rc[#rc + 1], rc[#rc + 2] = id, at
     -- Past the bound the oldest receipt is voided: its refund gives nothing.
     if #rc > 2 * MAX_RECEIPTS then table.remove(rc, 1) table.remove(rc, 1) end
-  end
+  end${leases ? '\n  place(s, id, permits, now + lease)' : ''}
   set_meta(key, member, meta_text(r, block, rc))
-  redis.call('PEXPIRE', key, ms(math.max(reset, math.ceil(block - now), outlive or 0)))
-  return ok, remaining, retry, reset
+  ${pexpire('math.max(reset, math.ceil(block - now), outlive or 0)', leases)}
+  return ok, remaining, retry, reset${leases ? ', bound' : ''}
 end
 
-function operations(OPERATIONS, decision)
+function operations(OPERATIONS, decision)${
+    leases
+      ? ''
+      : `
   -- A decision sent alone: a cluster's second try of a key it found absent.
   function OPERATIONS.decide(key, r, now, server_now, split, permits)
     return decision(take(key, r, now, tonumber(permits), server_now, split))
-  end
-  function OPERATIONS.peek(key, r, now, server_now, split, permits)
+  end`
+  }
+  function OPERATIONS.peek(key, r, now, server_now, split, permits${leases ? ', _, limit, lease' : ''})
     permits = tonumber(permits)
     local _, block, _, source, carried, given = load(key, r, now, split, false)
-    local ok, remaining, retry, reset
+    ${
+      leases
+        ? `local ok, bound, remaining, retry, reset = combined(r, { body = { source, carried, now }, ls = ls }, now, permits, limit, lease)`
+        : `local ok, remaining, retry, reset
     if carried then
       -- What the carried log would hold: one grant, now.
       if carried + permits > r.limit then ok, remaining, retry, reset = refusal(r, now, permits, carried, now, now)
       else ok, remaining, retry, reset = allowance(r, now, permits, carried, now) end
     else
       ok, remaining, retry, reset = evaluate(source, r, now, permits)
-    end
+    end`
+    }
     if given then redis.call('DEL', key) end
-    if block > now then return decision(blocked(block, now, retry, reset)) end
-    return decision(ok, remaining, retry, reset)
+    if block > now then return decision(blocked(block, now, retry, reset${leases ? ', bound' : ''})) end
+    return decision(ok, remaining, retry, reset${leases ? ', bound' : ''})
   end
-  function OPERATIONS.reserve(key, r, now, server_now, split, permits, id)
-    return decision(take(key, r, now, tonumber(permits), server_now, split, tonumber(id)))
+  function OPERATIONS.reserve(key, r, now, server_now, split, permits, id${leases ? ', limit, lease' : ''})
+    return decision(take(key, r, now, tonumber(permits), server_now, split, tonumber(id)${leases ? ', limit, lease' : ''}))
   end
   -- Never refused: logged as one grant now, up to the debt bound live; past that the oldest permits
   -- are forgiven (they would have left first, so spending more never leaves a key better off),
   -- which voids the receipts.
   -- With an id, the charge settles that reservation above what it reserved: its receipt goes.
-  function OPERATIONS.charge(key, r, now, server_now, split, permits, id)
+  function OPERATIONS.charge(key, r, now, server_now, split, permits, id${leases ? ', limit, lease' : ''})
     permits, id = tonumber(permits), tonumber(id)
-    local member, block, rc, _, _, _, outlive = load(key, r, now, split, true)
+    local member, block, rc, _, _, _, outlive = load(key, r, now, split, true)${leases ? '\n    release({ ls = ls }, id)' : ''}
     for k = #rc / 2, 1, -1 do if rc[2 * k - 1] == id then table.remove(rc, 2 * k - 1) table.remove(rc, 2 * k - 1) end end
     local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
     local live = total - base
@@ -335,17 +443,23 @@ function operations(OPERATIONS, decision)
     log_grant(key, r.window, logged, at, newest, newest_size, total, base, expired)
     set_meta(key, member, meta_text(r, block, rc))
     local reset = math.ceil(r.window)
-    redis.call('PEXPIRE', key, ms(math.max(reset, math.ceil(block - now), outlive or 0)))
-    return decision(true, math.max(0, r.limit - kept - logged), 0, reset)
+    ${pexpire('math.max(reset, math.ceil(block - now), outlive or 0)', leases)}
+    return ${leases ? 'decision(settled(key, r, now, limit, lease))' : 'decision(true, math.max(0, r.limit - kept - logged), 0, reset)'}
   end
   -- Takes up to permits off the grant logged at the receipt's time, while it is in the window: that
   -- member and every later one count that many fewer, and a member left with none goes. Answers the
   -- state now, the block aside, as a settle does.
-  function OPERATIONS.refund(key, r, now, server_now, split, permits, id)
+  function OPERATIONS.refund(key, r, now, server_now, split, permits, id${leases ? ', limit, lease' : ''})
     local member, block, rc = load(key, r, now, split, true)
     permits, id = tonumber(permits), tonumber(id)
     local i
-    for k = 1, #rc / 2 do if rc[2 * k - 1] == id then i = k end end
+    for k = 1, #rc / 2 do if rc[2 * k - 1] == id then i = k end end${
+      leases
+        ? `
+    -- Its lease released; the meta member is written below when the receipt is still held.
+    if release({ ls = ls }, id) and not i then set_meta(key, member, meta_text(r, block, rc)) end`
+        : ''
+    }
     if i then
       local at = rc[2 * i]
       table.remove(rc, 2 * i - 1) table.remove(rc, 2 * i - 1)
@@ -365,7 +479,7 @@ function operations(OPERATIONS, decision)
         end
       end
     end
-    return decision(evaluate(key, r, now, 0))
+    return ${leases ? 'decision(settled(key, r, now, limit, lease))' : 'decision(evaluate(key, r, now, 0))'}
   end
   function OPERATIONS.block(key, r, now, server_now, split, duration)
     local member, block, rc = load(key, r, now, split, true)
@@ -375,39 +489,25 @@ function operations(OPERATIONS, decision)
     local ttl = math.ceil(ends - now)
     local kept = redis.call('PTTL', key)
     if kept > ttl then ttl = kept end
-    redis.call('PEXPIRE', key, ms(ttl))
+    ${pexpire('ttl', leases)}
     return 'OK'
   end
   function OPERATIONS.reset(key, r, now, server_now, split)
     redis.call('DEL', key)
     if split > 0 then redis.call('DEL', legacy_key(key, r, split)) end
     return 'OK'
-  end
+  end${leases ? LEASED_EXTEND : ''}
 end
 return take, operations
 end
 local take, operations
-
--- A decision: a log under the call's rule, neither blocked nor reserved, is decided here; any
--- other answers nil, for take. A key not yet stored is created here unless the previous version's may exist.
-local function decide_key(key, r, now, permits, server_now, split)
-  local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
-  if meta ~= r.tag and (meta or total > 0 or split == ${CLUSTER_SPLIT} or (split > 0 and call('EXISTS', legacy_key(key, r, split)) == 1)) then
-    return nil
-  end
-  local live = total - base
-  if live + permits > r.limit then return refusal(r, at, permits, live, leaving(key, total - r.limit + permits, at, r.window), newest) end
-  local ok, remaining, retry, reset = allowance(r, at, permits, live, newest)
-  if meta then
-    log_grant(key, r.window, permits, at, newest, newest_size, total, base, expired)
-  else
-    -- A log not yet stored: its rule's member and the grant (as log_grant writes it) in one command.
-    call('ZADD', key, '-inf', r.tag, exact(at), format('%016d:%d', permits, permits))
-  end
-  call('PEXPIRE', key, ms(reset))
-  return ok, remaining, retry, reset
-end
-`;
+${leases ? '' : DECIDE_KEY}`;
+}
 
 /** The sliding window log's script: its codec and store, and the shell's dispatch. */
-export const SLIDING_WINDOW_LOG = `${PRELUDE}${LEGACY_KEY}${CODEC}${VIEW}${STORE}${dispatch(HOT)}`;
+export const SLIDING_WINDOW_LOG = `${PRELUDE}${LEGACY_KEY}${CODEC}${VIEW}${store(false)}${dispatch(HOT)}`;
+
+/** The sliding window log's script with an in-flight limit (DESIGN-25 S3): made on first need, by leasePlan. */
+export function leasedSlidingWindowLog(): string {
+  return `${PRELUDE}${LEGACY_KEY}${CODEC}${VIEW}${store(true)}${leaseDispatch(HOT)}`;
+}
