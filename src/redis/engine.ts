@@ -58,10 +58,13 @@ class SenderCall implements Call {
   }
 }
 
+/** The flight of a batch sent outside the coalescer's rounds (calls that waited for an adoption): nothing to release. */
+const UNROUNDED: Flight = { release: () => {} };
+
 /** A call waiting for an adoption of its key (see RedisEngine's #waited). */
 interface Waiting {
   readonly order: number;
-  readonly send: () => void;
+  readonly call: StoreCall;
 }
 
 /** An adoption under way (see RedisEngine's #adopt): `end` lets the calls waiting for it go, once. */
@@ -275,7 +278,7 @@ export class RedisEngine implements StoreEngine {
     const adoption = new Adoption(() => {
       const waiting = this.#adopting.get(redisKey)!;
       this.#adopting.delete(redisKey);
-      for (const { send } of waiting) send();
+      this.#resend(waiting, redisKey);
     });
     call.sent = adoption;
     const adopted = adoption.end;
@@ -315,12 +318,34 @@ export class RedisEngine implements StoreEngine {
     if (waiting === undefined) return false;
     let at = waiting.length;
     while (at > 0 && waiting[at - 1]!.order > order) at--;
-    waiting.splice(at, 0, {
-      order,
-      // Answered by its timeout meanwhile: never sent, as the BatchSender drops such calls.
-      send: () => (call.answered ? undefined : this.#alone(call, redisKey, order)),
-    });
+    waiting.splice(at, 0, { order, call });
     return true;
+  }
+
+  /**
+   * Sends the calls that waited for an adoption of `redisKey`, in their order: each run of
+   * decisions as batches of at most MAX_BATCH (as the coalescer sends them), each operation alone.
+   * One script call per waiting call would put dozens on the wire at once, and a client may not
+   * keep so many in order: Valkey GLIDE runs a hundred commands sent together in another order.
+   * A call answered by its timeout meanwhile is not sent, as the BatchSender drops such calls.
+   */
+  #resend(waiting: readonly Waiting[], redisKey: string): void {
+    let batch: SenderCall[] = [];
+    const flush = () => {
+      if (batch.length > 0) this.#sender.send(batch, UNROUNDED);
+      batch = [];
+    };
+    for (const { order, call } of waiting) {
+      if (call.answered) continue;
+      if (call.op !== 'decide') {
+        flush();
+        this.#alone(call, redisKey, order);
+        continue;
+      }
+      batch.push(new SenderCall(call, redisKey, order, this.#adopt));
+      if (batch.length === MAX_BATCH) flush();
+    }
+    flush();
   }
 }
 

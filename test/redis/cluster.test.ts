@@ -7,6 +7,7 @@ import { typeError } from '../../src/core/errors';
 import { KeyedRateLimiter, ManualClock, Rule } from '../../src/index';
 import { type RedisClientLike, RedisRateLimiter } from '../../src/redis';
 import { toScriptClient } from '../../src/redis/client';
+import { PREVIOUS_KEY, plans } from '../../src/redis/scripts';
 import { hashSlot } from '../../src/redis/slot';
 import { algorithmNames, twins } from './helpers/algorithms';
 import { redisPort, uniquePrefix } from './helpers/clients';
@@ -223,6 +224,29 @@ describe.skipIf(!redisPort)('Redis Cluster: batches of one hash slot, so no CROS
       expect(await ioredis.exists(previous)).toBe(0);
       expect(await ioredis.exists(`${prefix}${algorithm}:k`)).toBe(0);
       expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 4 });
+    });
+
+    // 40 calls in one tick on a fresh key: three batches find it absent, the first call adopts (a
+    // read, a second try), and the 39 that waited go as batches again, not as 39 script calls at
+    // once (a client need not keep so many in order: GLIDE ran a hundred in another order).
+    test.each(algorithmNames)('%s: the calls that waited for an adoption go in order as batches of 16', async (algorithm) => {
+      const clock = new ManualClock(1_700_000_000_000);
+      const rule = new Rule(30, 60_000);
+      // Every node holds the scripts already: no NOSCRIPT reply sends one again.
+      for (const node of ioredis.nodes('master')) for (const { source } of [plans[algorithm].script, PREVIOUS_KEY]) await node.script('LOAD', source);
+      const recorded = gatedClient(toScriptClient(ioredis), { isCluster: true });
+      recorded.open();
+      const limiter = new RedisRateLimiter({ client: recorded, algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('cluster-waited'), timeoutMs: 5_000 });
+      const twin = new twins[algorithm](rule);
+      const expected = [];
+      const decisions = [];
+      for (let i = 0; i < 40; i++) {
+        clock.advance(i % 3);
+        expected.push(twin.tryAcquire(clock.now(), 1));
+        decisions.push(limiter.tryAcquire('k'));
+      }
+      expect(await Promise.all(decisions)).toStrictEqual(expected);
+      expect(recorded.sent.map((keys) => keys.length)).toEqual([16, 16, 8, 1, 1, 16, 16, 7]);
     });
 
     test('a read of the previous key that never comes back is bounded by timeoutMs, and holds the next call on the key back no longer', async () => {
