@@ -4,7 +4,7 @@ import { fc, test } from '@fast-check/vitest';
 import { GlideClusterClient, Logger } from '@valkey/valkey-glide';
 import { afterAll, beforeAll, describe, expect, vi } from 'vitest';
 import { typeError } from '../../src/core/errors';
-import { KeyedRateLimiter, ManualClock, Rule } from '../../src/index';
+import { Concurrency, KeyedRateLimiter, ManualClock, Rule } from '../../src/index';
 import { type RedisClientLike, RedisRateLimiter } from '../../src/redis';
 import { toScriptClient } from '../../src/redis/client';
 import { PREVIOUS_KEY, plans } from '../../src/redis/scripts';
@@ -224,6 +224,23 @@ describe.skipIf(!redisPort)('Redis Cluster: batches of one hash slot, so no CROS
       expect(await ioredis.exists(previous)).toBe(0);
       expect(await ioredis.exists(`${prefix}${algorithm}:k`)).toBe(0);
       expect(await limiter.tryAcquire('k')).toMatchObject({ allowed: true, remaining: 4 });
+    });
+
+    test.each(algorithmNames)('%s: a limiter with an in-flight limit adopts the previous key too, on its first reservation', async (algorithm) => {
+      const clock = new ManualClock(1_700_000_000_000);
+      const prefix = uniquePrefix('cluster-leased');
+      const rule = new Rule(5, 60_000);
+      const previous = previousKey(prefix, algorithm, rule, 'k');
+      await previousCall(ioredis, algorithm, rule, previous, clock.now(), 'acquire', 3);
+      const limiter = new RedisRateLimiter({ client: ioredis, algorithm, rule, concurrency: new Concurrency(4, { leaseMs: 60_000 }), onStoreError: 'deny', clock, prefix, timeoutMs: 5_000 });
+      const first = await limiter.reserve('k');
+      expect(first.decision).toMatchObject({ allowed: true, remaining: 1 });
+      expect(first.decision.degraded).toBeUndefined();
+      expect(await ioredis.exists(previous)).toBe(0);
+      expect((await limiter.reserve('k')).decision).toMatchObject({ allowed: true, remaining: 0 });
+      const refused = (await limiter.reserve('k')).decision;
+      expect(refused).toMatchObject({ allowed: false, remaining: 0 });
+      expect(refused.degraded).toBeUndefined();
     });
 
     // 40 calls in one tick on a fresh key: three batches find it absent, the first call adopts (a
