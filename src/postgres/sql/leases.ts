@@ -96,8 +96,8 @@ const TAKE_OUT = 'lz := lz[1 : 3 * pos - 1] || lz[3 * pos + 3 : cardinality(lz)]
 /**
  * Sets `answer` (and, for a grant, `next`) to `Composite([rate, Concurrency]).peek(cnow, p)`: the
  * binding part is the one with fewer permits (the rate on a tie), a grant when both allow; a
- * refusal's retry the first time both allow together (Composite's `waitFrom`, each part asked
- * again at the time found, until they agree), its reset the first time both are as new from then.
+ * refusal's retry the first time both allow together (Composite's `waitFrom`: guesses that at
+ * least double, then a bisection), its reset the first time both are as new from then.
  * Alone, the in-flight part's answer as it is.
  */
 const decide = (schema: string, codec: Codec | undefined, p: string): string => {
@@ -106,18 +106,32 @@ const decide = (schema: string, codec: Codec | undefined, p: string): string => 
   // Only a grant's state is kept (in `next`); the state now and the retries read the answer alone.
   const rate = (at: string, permits: string, grant = false) =>
     `SELECT ${grant ? 'd.next, ' : ''}d.answer INTO ${grant ? 'next, ' : ''}ra FROM ${schema}.ratekeeper_${codec.name}_decide(s, ${at}, ${permits}, rule) d;`;
+  // Sets `longest` to the longest either part still refuses at `cnow + at`: its retry, or its reset.
+  const longestAt = (at: string, permits: string, field: number) => `
+          ${rate(`cnow + ${at}`, permits)}
+          ca := ${schema}.ratekeeper_concurrency_peek(lz, cnow + ${at}, ${permits}, conc);
+          longest := greatest(ra[${field}], ca[${field}]);`;
+  // A part's clock may be ahead of the call's (an extension or a settle at a later reading): until
+  // the guess passes it, the part answers the same short retry at every guess. So each step is at
+  // least twice the last, and once a guess lands where both allow, the first such ms is searched for
+  // between the last refusal and it: about 2 * 42 guesses at most, whatever the clocks.
   const waitFrom = (permits: string, field: number) => `
-        LOOP
-          ${rate('cnow + wait', permits)}
-          ca := ${schema}.ratekeeper_concurrency_peek(lz, cnow + wait, ${permits}, conc);
-          longest := greatest(ra[${field}], ca[${field}]);
-          EXIT WHEN longest = 0;
+        step := 0;
+        refused := wait - 1;${longestAt('wait', permits, field)}
+        WHILE longest <> 0 LOOP
           IF wait + longest >= ${MAX_LEASE_MS} THEN
             -- Only a release can make room: the answer of a refusal no time ends.
             wait := ${MAX_LEASE_MS};
+            refused := wait - 1;
             EXIT;
           END IF;
-          wait := wait + longest;
+          refused := wait + longest - 1;
+          step := greatest(longest, 2 * step);
+          wait := least(wait + step, ${MAX_LEASE_MS - 1});${longestAt('wait', permits, field)}
+        END LOOP;
+        WHILE wait - refused > 1 LOOP
+          middle := refused + floor((wait - refused) / 2);${longestAt('middle', permits, field)}
+          IF longest = 0 THEN wait := middle; ELSE refused := middle; END IF;
         END LOOP;`;
   return `
       ${rate('cnow', p, p !== '0')}
@@ -204,6 +218,9 @@ DECLARE
   ca numeric[];
   wait numeric;
   longest numeric;
+  step numeric;
+  refused numeric;
+  middle numeric;
   lim numeric;
   extended boolean;
 BEGIN

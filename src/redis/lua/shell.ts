@@ -441,18 +441,33 @@ function combined(r, s, now, permits, limit, lease)
   return false, bound, available, retry, wait_from(r, s, now, 0, retry, limit, lease)
 end
 
--- Composite.waitFrom: the first whole ms from wait on at which both parts allow (permits 0: are as new).
+-- Composite.waitFrom: the first whole ms from wait on at which both parts allow (permits 0: are as
+-- new). A rate's clock may be ahead of the call's (a settle at a later reading): until the guess
+-- passes it, the rate answers the same short retry at every guess. So each step is at least twice
+-- the last, and once a guess lands where both allow, the first such ms is searched for between the
+-- last refusal and it: about 2 * 42 guesses at most, whatever the clocks.
 function wait_from(r, s, now, permits, wait, limit, lease)
-  while true do
-    local _, _, a_retry, a_reset = decide(r, now + wait, permits, unpack(s.body))
-    local _, _, b_retry, b_reset = inflight(s, limit, lease, now + wait, permits)
-    local longest = math.max(a_retry, b_retry)
-    if permits == 0 then longest = math.max(a_reset, b_reset) end
-    if longest == 0 then return wait end
+  local function longest_at(t)
+    local _, _, a_retry, a_reset = decide(r, t, permits, unpack(s.body))
+    local _, _, b_retry, b_reset = inflight(s, limit, lease, t, permits)
+    if permits == 0 then return math.max(a_reset, b_reset) end
+    return math.max(a_retry, b_retry)
+  end
+  local step, refused = 0, wait - 1
+  local longest = longest_at(now + wait)
+  while longest ~= 0 do
     if wait + longest >= MAX_WINDOW then return MAX_WINDOW end
     if now + wait + longest == now + wait then return wait + longest end
-    wait = wait + longest
+    refused = wait + longest - 1
+    step = math.max(longest, 2 * step)
+    wait = math.min(wait + step, MAX_WINDOW - 1)
+    longest = longest_at(now + wait)
   end
+  while wait - refused > 1 do
+    local middle = refused + math.floor((wait - refused) / 2)
+    if longest_at(now + middle) == 0 then wait = middle else refused = middle end
+  end
+  return wait
 end`
     : `
 function combined(r, s, now, permits, limit, lease)
