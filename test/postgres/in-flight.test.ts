@@ -10,6 +10,7 @@ import { allCodecs } from '../../src/postgres/plans';
 import { statements } from '../../src/postgres/protocol';
 import { codecShell } from '../../src/postgres/sql/shell';
 import { connection, postgresPort, stuckStatements } from '../stores/support/postgres-store';
+import { chargedAhead, extendedAhead, type MakeLimiter } from '../support/clocks-ahead';
 import { nextMessage, raceFour, startRacer } from '../support/lease-race';
 import { migratedSchema } from './helpers/schema';
 
@@ -142,6 +143,13 @@ describe.skipIf(!postgresPort)('in-flight limits over PostgreSQL', () => {
     expect(await limiter.peek('k', 0)).toMatchObject({ limit: 2, remaining: 1 });
     await b.cancel();
     expect(await limiter.peek('k', 0)).toMatchObject({ limit: 2, remaining: 2 });
+  });
+
+  describe('a part whose clock is far ahead of the reading: answered as the in-memory Composite, in a bounded search (stepped up to 2^40 times before)', () => {
+    const make: MakeLimiter = (rule, concurrency, clock) =>
+      new PostgresRateLimiter({ client: made.pool, schema: made.schema, algorithm: 'token-bucket', rule, concurrency, onStoreError: 'deny', clock, prefix: `ahead-${Math.random()}:`, timeoutMs: 10_000 });
+    test('a lease extended at a later reading', () => extendedAhead(make, new ManualClock(0)));
+    test('a settle charged at a later reading', () => chargedAhead(make, new ManualClock(0)));
   });
 
   test('a limiter without concurrency runs the functions it ran before: the plain functions never read the leases', () => {

@@ -6,6 +6,7 @@ import { Concurrency, ManualClock, ManualScheduler, Rule } from '../../src/index
 import { nodeRateLimit } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
 import { leasePlan, plans } from '../../src/redis/scripts';
+import { chargedAhead, extendedAhead, type MakeLimiter } from '../support/clocks-ahead';
 import { nextMessage, raceFour, startRacer } from '../support/lease-race';
 import { ioredisClient, redisPort, uniquePrefix, useIoredis } from './helpers/clients';
 
@@ -210,6 +211,13 @@ describe.skipIf(!redisPort)('leases over Redis', () => {
     expect(errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/not a sliding-window-log key/) })]);
     await lease.settle(1);
     expect((await client.zrange(`${prefix}shared:sliding-window-log:k`, '0', '0'))[0]).toBe('r10/60000');
+  });
+
+  describe('a part whose clock is far ahead of the reading: answered as the in-memory Composite, in a bounded search (stepped up to 2^40 times before)', () => {
+    const make: MakeLimiter = (rule, concurrency, clock) =>
+      new RedisRateLimiter({ client, algorithm: 'token-bucket', rule, concurrency, onStoreError: 'deny', clock, prefix: uniquePrefix('ahead'), timeoutMs: 10_000 });
+    test('a lease extended at a later reading', () => extendedAhead(make, new ManualClock(0)));
+    test('a settle charged at a later reading', () => chargedAhead(make, new ManualClock(0)));
   });
 
   test('reset drops the leases', async () => {
