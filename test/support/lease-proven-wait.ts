@@ -5,7 +5,7 @@
 // ManualScheduler that only the test moves, so a lease that waits for a re-check never answers
 // (before the store's reply carried the rate's wait, the first test ran into its timeout).
 import { expect } from 'vitest';
-import { Composite, Concurrency, KeyedRateLimiter, ManualScheduler, Rule, TokenBucket, type Lease } from '../../src/index';
+import { type AsyncLease, Composite, Concurrency, KeyedRateLimiter, type Lease, ManualScheduler, Rule, TokenBucket } from '../../src/index';
 import type { StoreRateLimiter } from '../../src/store/store-rate-limiter';
 
 /** A store limiter with `concurrency` (and a token bucket at `rule`, when given), reading `clock`, and how many calls its client has sent so far. */
@@ -20,11 +20,7 @@ export async function rateProvesTheWait(make: CountedLimiter): Promise<void> {
   await (await limiter.lease('k')).settle(1); // the rate keeps its 1, the in-flight permit is free again
   (memory.reserve('k') as Lease).settle(1);
   const before = sent();
-  const lease = await limiter.lease('k', 1, { maxWaitMs: 10_000 });
-  const inMemory = await memory.lease('k', 1, { maxWaitMs: 10_000 });
-  expect(inMemory.decision).toMatchObject({ allowed: false, retryAfterMs: 60_000 });
-  expect(lease.decision).toEqual(inMemory.decision);
-  expect(sent() - before).toBe(1);
+  const lease = await refusedAtOnce(limiter, sent, memory);
   // No re-check is left behind either.
   await clock.advanceAsync(20_000);
   expect(sent() - before).toBe(1);
@@ -38,12 +34,18 @@ export async function blockProvesTheWait(make: CountedLimiter): Promise<void> {
   const memory = new KeyedRateLimiter({ algorithm: () => new Concurrency(1, { leaseMs: 30_000 }), clock: new ManualScheduler(1_000_000) });
   await limiter.block('k', 60_000);
   memory.block('k', 60_000);
+  await refusedAtOnce(limiter, sent, memory);
+}
+
+/** A lease of 'k' that may wait 10 s where a grant is a minute away: refused at once as the in-memory twin's is, after one call. */
+async function refusedAtOnce(limiter: StoreRateLimiter<Rule>, sent: () => number, memory: KeyedRateLimiter): Promise<AsyncLease> {
   const before = sent();
   const lease = await limiter.lease('k', 1, { maxWaitMs: 10_000 });
   const inMemory = await memory.lease('k', 1, { maxWaitMs: 10_000 });
   expect(inMemory.decision).toMatchObject({ allowed: false, retryAfterMs: 60_000 });
   expect(lease.decision).toEqual(inMemory.decision);
   expect(sent() - before).toBe(1);
+  return lease;
 }
 
 /** Both in-flight permits held, the rate far from its limit: the refusal's retry (the lease's end) proves nothing, so the lease waits and is granted on the release. */
