@@ -824,8 +824,9 @@ class StoreLeaseTurn implements Turn<AsyncLease> {
     this.#reserve = reserve;
     this.#checkOpen = checkOpen;
     this.#clock = clock;
-    // Less the time the answer took to come back: the store proved it at its own reading.
-    this.least = holding ? () => Math.max(0, this.#proven - (this.#clock.now() - this.#asked)) : undefined;
+    // Less the time the answer took to come back: the store proved it at its own reading (a clock
+    // gone back meanwhile lengthens nothing).
+    this.least = holding ? () => Math.max(0, this.#proven - Math.max(0, this.#clock.now() - this.#asked)) : undefined;
   }
 
   attempt(key: string, permits: number): Promise<Decision> {
