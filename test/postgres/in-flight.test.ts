@@ -151,7 +151,7 @@ describe.skipIf(!postgresPort)('in-flight limits over PostgreSQL', () => {
       let sent = 0;
       const counted = { query: (text: string, values?: unknown[]) => (sent++, made.pool.query(text, values)) };
       const rate = rule === undefined ? {} : { algorithm: 'token-bucket' as const, rule };
-      return { limiter: new PostgresRateLimiter({ client: counted, schema: made.schema, ...rate, concurrency, onStoreError: 'deny', clock, prefix: `proven-${Math.random()}:` }), sent: () => sent };
+      return { limiter: new PostgresRateLimiter({ client: counted, schema: made.schema, ...rate, concurrency, onStoreError: 'deny', clock, prefix: `proven-${Math.random()}:`, timeoutMs: 5_000 }), sent: () => sent };
     };
     test('the rate proves it: refused after one statement, no re-check', () => rateProvesTheWait(make));
     test('a block proves it, on an in-flight limit alone', () => blockProvesTheWait(make));

@@ -219,7 +219,7 @@ describe.skipIf(!redisPort)('leases over Redis', () => {
     const make: CountedLimiter = (concurrency, clock, rule) => {
       const counted = countingClient(client);
       const rate = rule === undefined ? {} : { algorithm: 'token-bucket' as const, rule };
-      return { limiter: new RedisRateLimiter({ client: counted, ...rate, concurrency, onStoreError: 'deny', clock, prefix: uniquePrefix('proven') }), sent: () => counted.sent.length };
+      return { limiter: new RedisRateLimiter({ client: counted, ...rate, concurrency, onStoreError: 'deny', clock, prefix: uniquePrefix('proven'), timeoutMs: 5_000 }), sent: () => counted.sent.length };
     };
     test('the rate proves it: refused after one script call, no re-check', () => rateProvesTheWait(make));
     test('a block proves it, on an in-flight limit alone', () => blockProvesTheWait(make));
