@@ -8,6 +8,7 @@ import { clientKeyPrefix, isClientClosed, isClusterClient, runScript, type Redis
 import { type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, receiptId } from './protocol';
 import { RedisJoint } from './joint';
 import { startUp } from './readiness';
+import { provenWait } from './reply';
 import type { LuaScript, ScriptPlan } from './scripts';
 import { hashSlot } from './slot';
 import { RedisTimeoutError } from './timeout';
@@ -165,8 +166,10 @@ export class RedisEngine implements StoreEngine {
           call.answer(undefined, op === 'extend' ? held : undefined);
         } else {
           const decision = operationDecision(reply, rule.limit, concurrency !== undefined);
-          if (op === 'reserve' && decision.allowed) call.answer(decision, receipt);
-          else call.answer(decision);
+          if (op !== 'reserve') call.answer(decision);
+          else if (decision.allowed) call.answer(decision, receipt);
+          // A refusal of a script with leases (a string: readDecision read it) ends with its proven wait.
+          else call.answer(decision, undefined, concurrency === undefined ? undefined : provenWait(reply as string));
         }
       } catch (error) {
         call.fail(error);
