@@ -148,10 +148,5 @@ export function replyNumbers(rows: readonly unknown[]): string[] | undefined {
 
 /** The calls' keys as a PostgreSQL array literal: each quoted, with `"` and `\` escaped. */
 function textArray(calls: readonly { readonly key: string }[]): string {
-  let literal = '{';
-  for (let i = 0; i < calls.length; i++) {
-    if (i > 0) literal += ',';
-    literal += `"${calls[i]!.key.replace(/["\\]/g, '\\$&')}"`;
-  }
-  return `${literal}}`;
+  return `{${calls.map((call) => `"${call.key.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
 }
