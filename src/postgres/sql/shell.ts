@@ -90,9 +90,11 @@ const heldBy = (table: string, where: string) => `
  *
  * - An absent or expired row is a key never seen, block and receipts included; so is a row without
  *   a rule, which only the previous version writes (the row key of another key, under that
- *   layout). Then the previous version's row for this key under this rule, when live, gives its
- *   state and block (receipts are not carried: no reservation outlives its process) and is
- *   deleted, in this transaction; a peek reads it and deletes nothing.
+ *   layout). When the key has no row of this layout (absent, or that rule-less row), the previous
+ *   version's row for this key under this rule, when live, gives its state and block (receipts
+ *   are not carried: no reservation outlives its process) and is deleted, in this transaction; a
+ *   peek reads it and deletes nothing. An expired row of this layout skips that look: the call
+ *   that wrote it had already looked (and deleted what it found), so the key was taken over.
  * - A row counted under another rule than the call's: its usage now under that rule, debt
  *   included, is charged to a fresh state under the call's (as `KeyedRateLimiter.reconfigure`
  *   carries it, up to the new rule's debt bound); the block stays, the receipts go.
@@ -124,12 +126,16 @@ export const load = (schema: string, codec: Codec, lock: Lock, path: 'general' |
       s := NULL;
       blocked := NULL;
       rcpts := NULL;${leases ? '\n      lz := NULL;' : ''}
-      ${setStoredKey('lk', `legacy || rule[1] || '/' || rule[2] || ':' || uk`)}
-      SELECT ctid, state, expires_at, blocked_until INTO ltid, ls, le, lb FROM ${table} WHERE ${legacyWhere}${legacyLock};${lock === 'skip' ? heldBy(table, legacyWhere) : ''}
-      IF le > n THEN
-        s := ls;
-        blocked := lb;
-      END IF;${write ? `\n      IF ltid IS NOT NULL THEN DELETE FROM ${table} WHERE ctid = ltid; END IF;` : ''}
+      -- No rule: absent (every column null) or the previous layout's. An expired row of ours was
+      -- written by a call that had looked: most expired keys (a busy log's) skip the look.
+      IF rl IS NULL THEN
+        ${setStoredKey('lk', `legacy || rule[1] || '/' || rule[2] || ':' || uk`)}
+        SELECT ctid, state, expires_at, blocked_until INTO ltid, ls, le, lb FROM ${table} WHERE ${legacyWhere}${legacyLock};${lock === 'skip' ? heldBy(table, legacyWhere) : ''}
+        IF le > n THEN
+          s := ls;
+          blocked := lb;
+        END IF;${write ? `\n        IF ltid IS NOT NULL THEN DELETE FROM ${table} WHERE ctid = ltid; END IF;` : ''}
+      END IF;
     ELSE
       renew := true;
       rcpts := NULL;${leases ? `\n      -- The leases stay, each ending when it would have; the rates' composite starts over.\n      IF lz IS NOT NULL THEN lz[2] := NULL; END IF;` : ''}
