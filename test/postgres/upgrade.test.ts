@@ -12,6 +12,9 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule } from '../../src/index';
 import { migrate, PostgresRateLimiter } from '../../src/postgres';
 import { scaledUnits } from '../../src/algorithms/token-bucket';
+import { manyKeysParams, rowKeyHeads, ruleNumbers } from '../../src/postgres/protocol';
+import { manyKeysFunction, SKIPPED } from '../../src/postgres/sql/shell';
+import { codecs } from '../../src/postgres/plans';
 import { expirySlackMs } from '../../src/store/constants';
 import { algorithmNames, twins } from '../redis/helpers/algorithms';
 import { connection, postgresPort, uniqueSchema } from '../stores/support/postgres-store';
@@ -174,6 +177,44 @@ describe.skipIf(!postgresPort)('an upgrade from the previous row layout', () => 
         expect(await rows(`roll:${algorithm}:10/60000:one`), algorithm).toHaveLength(0);
       }
     } finally {
+      await pool.query(`DROP SCHEMA "${other}" CASCADE`);
+    }
+  });
+
+  test('a batch never waits for a previous-layout row another transaction holds: that key is undecided; a free one is adopted, a key without one starts new', async () => {
+    const other = uniqueSchema('upgrade_batch');
+    await pool.query((await readFile(new URL('fixtures/schema-v2.sql', import.meta.url), 'utf8')).replaceAll('__SCHEMA__', `"${other}"`));
+    await migrate(pool, { schema: other });
+    const holder = new pg.Client(connection());
+    await holder.connect();
+    try {
+      const now = 3_000_000;
+      const args = previousRuleArgs('fixed-window');
+      for (const key of ['held', 'free']) {
+        await pool.query(`SELECT "${other}".ratekeeper_acquire_fixed_window($1, 6, $2, $3)`, [`b:fixed-window:10/60000:${key}`, now, args]);
+      }
+      await holder.query('BEGIN');
+      await holder.query(`SELECT FROM "${other}".ratekeeper_state WHERE key = 'b:fixed-window:10/60000:held' FOR UPDATE`);
+      const batch = async () => {
+        const calls = ['fresh', 'free', 'held'].map((key) => ({ key, permits: 1, now, rule: ruleNumbers('fixed-window', rule) }));
+        const { rows } = await pool.query(
+          `SELECT array_to_string("${other}".${manyKeysFunction(codecs['fixed-window'])}($1, $2, $3, $4, $5, $6), ',') AS r`,
+          manyKeysParams(rowKeyHeads('b:', 'fixed-window'), calls),
+        );
+        return (rows[0].r as string).split(',').map(Number);
+      };
+      // Remaining, retryAfterMs, resetAfterMs per key, in the order asked.
+      const first = await batch();
+      expect(first.slice(0, 2)).toEqual([9, 0]);
+      expect(first.slice(3, 5)).toEqual([3, 0]);
+      expect(first.slice(6)).toEqual([SKIPPED, SKIPPED, SKIPPED]);
+      await holder.query('COMMIT');
+      const second = await batch();
+      expect([second[0], second[3], second[6]]).toEqual([8, 2, 3]);
+      const { rows } = await pool.query(`SELECT count(*)::int AS n FROM "${other}".ratekeeper_state WHERE rule_limit IS NULL`);
+      expect(rows[0].n).toBe(0);
+    } finally {
+      await holder.end();
       await pool.query(`DROP SCHEMA "${other}" CASCADE`);
     }
   });

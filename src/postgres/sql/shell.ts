@@ -109,8 +109,22 @@ export const load = (schema: string, codec: Codec, lock: Lock, path: 'general' |
   const folds = path === 'fast' && codec.deficit !== undefined;
   const write = lock !== 'share';
   const rowLock = { update: ' FOR UPDATE', share: ' FOR SHARE', skip: ' FOR UPDATE SKIP LOCKED' }[lock];
-  const legacyLock = { update: ' FOR UPDATE', share: '', skip: ' FOR UPDATE SKIP LOCKED' }[lock];
   const legacyWhere = 'key = lk AND rule_limit IS NULL';
+  const legacyRead = `SELECT ctid, state, expires_at, blocked_until INTO ltid, ls, le, lb FROM ${table} WHERE ${legacyWhere}`;
+  // A batch never waits: it reads the row unlocked first, since most keys have none and one probe
+  // settles that (a locking read that skips a held row needs a second probe to tell held from
+  // absent); a row found is then locked, or, held by another transaction, leaves the key undecided.
+  const lookup =
+    lock === 'skip'
+      ? `${legacyRead};
+        IF FOUND THEN
+          ${legacyRead} FOR UPDATE SKIP LOCKED;
+          IF NOT FOUND THEN
+            answer := NULL;
+            EXIT;
+          END IF;
+        END IF;`
+      : `${legacyRead}${lock === 'update' ? ' FOR UPDATE' : ''};`;
   return `
     SELECT ctid, state, expires_at, blocked_until, rule_limit, rule_window_ms${receipts ? ', receipts' : ''}${leases ? ', leases' : ''} INTO tid, s, expires, blocked, rl, rw${receipts ? ', rcpts' : ''}${leases ? ', lz' : ''}
       FROM ${table} WHERE key = k${rowLock};${lock === 'skip' ? heldBy(table, 'key = k') : ''}
@@ -130,7 +144,7 @@ export const load = (schema: string, codec: Codec, lock: Lock, path: 'general' |
       -- written by a call that had looked: most expired keys (a busy log's) skip the look.
       IF rl IS NULL THEN
         ${setStoredKey('lk', `legacy || rule[1] || '/' || rule[2] || ':' || uk`)}
-        SELECT ctid, state, expires_at, blocked_until INTO ltid, ls, le, lb FROM ${table} WHERE ${legacyWhere}${legacyLock};${lock === 'skip' ? heldBy(table, legacyWhere) : ''}
+        ${lookup}
         IF le > n THEN
           s := ls;
           blocked := lb;
