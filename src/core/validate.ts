@@ -8,6 +8,11 @@ export function describe(value: unknown): string {
   return String(value);
 }
 
+/** Whether `value` is a thenable (a store's answer on its way, any promise-like): a decision, a reservation or nothing has no `then`. */
+export function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as Partial<PromiseLike<unknown>> | null | undefined)?.then === 'function';
+}
+
 /** Throws a `TypeError` unless `value` is a number. */
 export function assertNumber(name: string, value: unknown): asserts value is number {
   if (typeof value !== 'number') throw typeError(`ratekeeper: \`${name}\` must be a number, got ${describe(value)}`);

@@ -1,6 +1,6 @@
 import type { Decision } from '../core/decision';
 import { coded, rangeError, typeError } from '../core/errors';
-import { describe, integerIn } from '../core/validate';
+import { describe, integerIn, isThenable } from '../core/validate';
 import { admit, type Admission, type AdmittingRateLimiter } from '../limiter/admit';
 import type { AsyncRateLimiter, RateLimiter } from '../limiter/keyed-rate-limiter';
 import type { AsyncReservation, Reservation } from '../limiter/reservation';
@@ -513,12 +513,4 @@ function fewestLeft(policies: readonly PolicyDecision[]): number {
 /** The binding decision, with every policy's own as its (not enumerable) `parts`. */
 function withParts(decision: Decision, parts: readonly PolicyDecision[]): RequestDecision {
   return Object.defineProperty({ ...decision }, 'parts', { value: parts }) as RequestDecision;
-}
-
-/**
- * A decision has no `then`; a store's answer on its way (any thenable, not only a native promise)
- * has. A custom limiter's answer that is neither (undefined, say) is left for the header check to name.
- */
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return typeof (value as Partial<PromiseLike<unknown>> | null | undefined)?.then === 'function';
 }

@@ -1,6 +1,6 @@
 import type { Decision } from '../core/decision';
 import { rangeError, typeError } from '../core/errors';
-import { describe, integerIn } from '../core/validate';
+import { describe, integerIn, isThenable } from '../core/validate';
 import { alreadySettled, type AsyncReservation, type Reservation } from './reservation';
 
 /** A limiter `admit` can take a part of: `KeyedRateLimiter`, `RedisRateLimiter`, `PostgresRateLimiter`, or your own. */
@@ -372,9 +372,4 @@ function checkActual(actual: readonly number[], count: number): void {
     // The message is built only for a bad value: this runs for every part of every settle.
     if (!(Number.isInteger(value) && value! >= 0 && value! <= Number.MAX_SAFE_INTEGER)) integerIn(`actual[${i}]`, value, 0, Number.MAX_SAFE_INTEGER);
   }
-}
-
-/** A store's answer on its way (any thenable); a reservation, a decision or nothing has no `then`. */
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return typeof (value as Partial<PromiseLike<unknown>> | null | undefined)?.then === 'function';
 }

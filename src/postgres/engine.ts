@@ -178,21 +178,26 @@ export class PostgresEngine implements StoreEngine {
   /**
    * Answers an operation from its reply's numbers: a decision (a granted reservation's with its
    * receipt, the id sent), or none; an extension whether its lease was still held. With an
-   * in-flight limit a decision's fourth number is its limit: the binding part's.
+   * in-flight limit a decision's fourth number is its limit, the binding part's, and its fifth the
+   * wait its rate and block prove (a refused reservation passes it on).
    */
   #answer(call: StoreCall, reply: readonly string[]): void {
     if (call.op === 'block' || call.op === 'reset') return call.answer(undefined);
     if (call.op === 'extend') return reply.length === 1 && (reply[0] === '1' || reply[0] === '0') ? call.answer(undefined, reply[0] === '1') : call.fail(unexpectedReply(reply, 'PostgreSQL'));
     const leased = call.concurrency !== undefined;
     let decision: Decision;
+    let proven = 0;
     try {
       const limit = leased ? Number(reply[3]) : call.rule.limit;
-      if (leased && (reply.length !== 4 || !Number.isSafeInteger(limit))) throw unexpectedReply(reply, 'PostgreSQL');
+      if (leased) proven = Number(reply[4]);
+      if (leased && (reply.length !== 5 || !Number.isSafeInteger(limit) || !Number.isSafeInteger(proven) || proven < 0)) throw unexpectedReply(reply, 'PostgreSQL');
       decision = toDecision(checkReply(reply.length === 3 || leased ? reply.slice(0, 3) : [reply], 1, 'PostgreSQL'), 0, limit);
     } catch (error) {
       return call.fail(error);
     }
-    call.answer(decision, call.op === 'reserve' && decision.allowed ? call.sent : undefined);
+    if (call.op !== 'reserve') call.answer(decision);
+    else if (decision.allowed) call.answer(decision, call.sent);
+    else call.answer(decision, undefined, leased ? proven : undefined);
   }
 
   /** Fails each call not yet answered (the layer answers a decision by the outage policy). */

@@ -43,8 +43,9 @@ function replyOf(schema: string | undefined, timeoutMs: number): (call: string) 
 
 /**
  * The statement of a limiter with `concurrency`, for every operation: the lease function of
- * `algorithm`, or of an in-flight limit alone (./sql/leases.ts). It answers four numbers
- * (remaining, retryAfterMs, resetAfterMs, the binding part's limit), an extension one (1: held).
+ * `algorithm`, or of an in-flight limit alone (./sql/leases.ts). It answers five numbers
+ * (remaining, retryAfterMs, resetAfterMs, the binding part's limit, the wait the rate and a block
+ * prove), an extension one (1: held).
  */
 export function leaseStatement(schema: string | undefined, algorithm: PostgresAlgorithm | undefined, timeoutMs: number): string {
   const codec = algorithm === undefined ? undefined : codecs[algorithm];
@@ -147,10 +148,5 @@ export function replyNumbers(rows: readonly unknown[]): string[] | undefined {
 
 /** The calls' keys as a PostgreSQL array literal: each quoted, with `"` and `\` escaped. */
 function textArray(calls: readonly { readonly key: string }[]): string {
-  let literal = '{';
-  for (let i = 0; i < calls.length; i++) {
-    if (i > 0) literal += ',';
-    literal += `"${calls[i]!.key.replace(/["\\]/g, '\\$&')}"`;
-  }
-  return `${literal}}`;
+  return `{${calls.map((call) => `"${call.key.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
 }

@@ -98,8 +98,7 @@ interface IoredisCommands {
   eval(script: string, numKeys: number, keys: string[], args: string[]): Promise<unknown>;
 }
 
-interface NodeRedisCommands {
-  evalSha(sha1: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+interface NodeRedisCommands extends NodeRedisClient {
   eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
 }
 

@@ -8,6 +8,7 @@ import { clientKeyPrefix, isClientClosed, isClusterClient, runScript, type Redis
 import { ABSENT, CLUSTER_SPLIT, GIVEN_SPLIT, type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, previousKeyArguments, receiptId } from './protocol';
 import { RedisJoint } from './joint';
 import { startUp } from './readiness';
+import { provenWait } from './reply';
 import { type LuaScript, PREVIOUS_KEY, type ScriptPlan } from './scripts';
 import { hashSlot } from './slot';
 import { RedisTimeoutError } from './timeout';
@@ -248,7 +249,13 @@ export class RedisEngine implements StoreEngine {
           answer = () => call.answer(undefined, op === 'extend' ? held : undefined);
         } else {
           const decision = operationDecision(reply, rule.limit, concurrency !== undefined);
-          answer = op === 'reserve' && decision.allowed ? () => call.answer(decision, receipt) : () => call.answer(decision);
+          if (op !== 'reserve') answer = () => call.answer(decision);
+          else if (decision.allowed) answer = () => call.answer(decision, receipt);
+          else {
+            // A refusal of a script with leases (a string: readDecision read it) ends with its proven wait.
+            const wait = concurrency === undefined ? undefined : provenWait(reply as string);
+            answer = () => call.answer(decision, undefined, wait);
+          }
         }
       } catch (error) {
         return call.fail(error);

@@ -16,6 +16,7 @@ function readEntry(entry: unknown, limit: number, withLimit: boolean): Decision 
   let b = 0;
   let c = 0;
   let d = 0;
+  let e = 0;
   let fields = 0;
   let value = 0;
   let digits = 0;
@@ -33,15 +34,17 @@ function readEntry(entry: unknown, limit: number, withLimit: boolean): Decision 
     else if (fields === 1) b = value;
     else if (fields === 2) c = value;
     else if (fields === 3) d = value;
+    else if (fields === 4) e = value;
     else return undefined;
     fields++;
     value = 0;
     digits = 0;
   }
   if (withLimit) {
-    // A script with leases ends each decision with the binding part's limit.
+    // A script with leases ends each decision with the binding part's limit, a refusal then with
+    // the wait its rate and block prove (read by provenWait), never past its retry.
     if (allowed) return fields === 3 && c >= 1 ? allow(c, a, b) : undefined;
-    return fields === 4 && b >= 1 && d >= 1 ? reject(d, a, b, c) : undefined;
+    return fields === 5 && b >= 1 && d >= 1 && e <= b ? reject(d, a, b, c) : undefined;
   }
   if (allowed) return fields === 2 ? allow(limit, a, b) : undefined;
   // A refusal waits at least 1 ms; a retry time of 0 is not a refusal, whatever sent it.
@@ -55,9 +58,14 @@ const NINE = 57;
 /**
  * One entry of a script's reply (`A remaining resetAfterMs`, `R remaining retryAfterMs
  * resetAfterMs` or `E message`, as src/redis/lua writes them; with `withLimit`, a script with
- * leases, each decision then ends with its limit): its decision, the error of its own key, or the
- * error of an entry no script of ours writes.
+ * leases, each decision then ends with its limit, and a refusal with its proven wait): its
+ * decision, the error of its own key, or the error of an entry no script of ours writes.
  */
 export function readDecision(entry: unknown, limit: number, withLimit = false): Decision | Error {
   return readEntry(entry, limit, withLimit) ?? unexpectedReply(entry, 'Redis');
+}
+
+/** A script with leases' refusal, once read by `readDecision`: the wait its rate and block prove, in ms (its last field). */
+export function provenWait(entry: string): number {
+  return Number(entry.slice(entry.lastIndexOf(' ') + 1));
 }

@@ -67,10 +67,12 @@ export interface StoreCall extends Bounded {
   sent: unknown;
   /**
    * The store's answer: the decision (none for `block`, `reset` and `extend`), and a granted
-   * reservation's receipt, or for `extend` whether the lease was still held (a boolean). Ignored
-   * once the call is answered (its timeout came first).
+   * reservation's receipt, or for `extend` whether the lease was still held (a boolean). A refused
+   * reservation with an in-flight limit also gives `provenMs`, the wait its rate and block prove:
+   * unlike its retry, no release can end it sooner. Ignored once the call is answered (its timeout
+   * came first).
    */
-  answer(decision: Decision | undefined, receipt?: unknown): void;
+  answer(decision: Decision | undefined, receipt?: unknown, provenMs?: number): void;
   /**
    * The store failed this call: a decision, peek or reservation is answered by the outage policy,
    * any other operation rejects with `error`. Ignored once the call is answered.

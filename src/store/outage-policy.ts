@@ -3,7 +3,7 @@ import { allow, type Decision, degrade, reject } from '../core/decision';
 import { typeError } from '../core/errors';
 import { mulDivCeil } from '../core/exact';
 import type { Rule } from '../core/rule';
-import { describe } from '../core/validate';
+import { describe, isThenable } from '../core/validate';
 import type { AsyncRateLimiter, RateLimiter } from '../limiter/keyed-rate-limiter';
 
 /**
@@ -62,7 +62,8 @@ export function outagePolicy(policy: unknown, { timeoutMs, report, timeoutError 
         report(fallbackError, key);
         return deny(error, permits, rule);
       };
-      const checked = (decision: unknown) => (isDecision(decision) ? degrade(decision, reason(error)) : failed(notADecision(decision)));
+      const checked = (decision: unknown) =>
+        isDecision(decision) ? degrade(decision, reason(error)) : failed(new TypeError(`ratekeeper: the fallback limiter answered ${describe(decision)}, not a Decision`));
       let answer: unknown;
       try {
         answer = fallback.tryAcquire(key, permits);
@@ -115,14 +116,6 @@ export function peekOutagePolicy(policy: unknown, context: OutageContext): Outag
   return outagePolicy(peeking, context);
 }
 
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<unknown>).then === 'function';
-}
-
 function isDecision(value: unknown): value is Decision {
   return value !== null && typeof value === 'object' && typeof (value as Decision).allowed === 'boolean';
-}
-
-function notADecision(value: unknown): TypeError {
-  return new TypeError(`ratekeeper: the fallback limiter answered ${describe(value)}, not a Decision`);
 }

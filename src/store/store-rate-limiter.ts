@@ -81,6 +81,8 @@ class Call implements StoreCall {
   readonly reading: number;
   /** A refund's receipt going out; a granted reservation's coming back. */
   receipt: unknown;
+  /** A refused reservation's wait that no release can end sooner (see StoreCall.answer); 0 unless the store proved one. */
+  provenMs = 0;
   readonly deadline: number;
   answered = false;
   /** Handed to the engine (batched or sent): from then on its timeout is the store's. */
@@ -119,9 +121,10 @@ class Call implements StoreCall {
     this.reject = reject;
   }
 
-  answer(decision: Decision | undefined, receipt?: unknown): void {
+  answer(decision: Decision | undefined, receipt?: unknown, provenMs?: number): void {
     if (this.answered) return;
     this.answered = true;
+    if (provenMs !== undefined) this.provenMs = provenMs;
     this.#owner.answered(this, decision, receipt);
   }
 
@@ -442,7 +445,8 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
     };
   }
 
-  #reserve(key: string, permits: number, gathering: Gathering | undefined, index: number): Promise<AsyncKeyReservation> {
+  /** `proven` hears a refusal's wait that no release can end sooner (a waiting lease's, see StoreLeaseTurn). */
+  #reserve(key: string, permits: number, gathering: Gathering | undefined, index: number, proven?: (ms: number) => void): Promise<AsyncKeyReservation> {
     let reply: Promise<unknown>;
     let call: Call;
     try {
@@ -465,7 +469,10 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
     }
     return reply.then((decision) => {
       const { receipt, rule } = call;
-      if (!(decision as Decision).allowed || receipt === undefined) return new AsyncKeyReservation(decision as Decision, undefined);
+      if (!(decision as Decision).allowed || receipt === undefined) {
+        proven?.(call.provenMs);
+        return new AsyncKeyReservation(decision as Decision, undefined);
+      }
       const settle = (actual: number) => this.#settle(key, permits, rule, receipt, actual);
       if (this.#inFlight === undefined) return new AsyncKeyReservation(decision as Decision, settle);
       return new AsyncKeyReservation(decision as Decision, settle, (ms) => this.#operateSafely('extend', key, ms, receipt, rule) as Promise<boolean>);
@@ -479,7 +486,9 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
    * With `concurrency` it holds in-flight permits from the grant until settled, cancelled, or its
    * lease ends. A release made through this limiter wakes the line at once; one made by another
    * process (or a lease ending) is seen by a re-check at most 100 ms apart: the waiting head tries
-   * again after the shorter of its `retryAfterMs` and 100 ms. Without `concurrency` it waits as
+   * again after the shorter of its `retryAfterMs` and 100 ms. It waits up to `maxWaitMs`, since a
+   * release may come any moment, but is answered at once, ungranted, when the rate or a block
+   * proves the wait longer (as `KeyedRateLimiter.lease` is). Without `concurrency` it waits as
    * `acquire` does, then reserves. `signal` rejects the wait with its reason, spending nothing.
    * @throws (rejects) as `reserve` does, a `ClosedError` once closed, `signal.reason` on abort.
    *
@@ -513,7 +522,8 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.#waiting.acquireWith(key, permits, options, new StoreLeaseTurn((k, n) => this.#reserve(k, n, undefined, 0), this.#checkOpen, this.#inFlight !== undefined));
+    const turn = new StoreLeaseTurn((k, n, proven) => this.#reserve(k, n, undefined, 0, proven), this.#checkOpen, this.#inFlight !== undefined, this.#clock ?? systemClock);
+    return this.#waiting.acquireWith(key, permits, options, turn);
   }
 
   /**
@@ -786,25 +796,43 @@ const RECHECK_MS = 100;
  * A waiting lease's turn over a store: each try reserves, and the caller gets the reservation that
  * was granted, or an ungranted one holding the final refusal. With an in-flight limit its refusals
  * may end at any moment (another process releases), which nothing here hears: the head tries again
- * after at most {@link RECHECK_MS}, and waits until its `maxWaitMs` rather than giving up on a
- * `retryAfterMs` that is only an upper bound.
+ * after at most {@link RECHECK_MS}. Its `retryAfterMs` is only an upper bound, so it waits until its
+ * `maxWaitMs` unless the store proved a longer wait (its rate's retry, its block): then it is
+ * answered at once, as `KeyedRateLimiter.lease` is.
  */
 class StoreLeaseTurn implements Turn<AsyncLease> {
-  readonly #reserve: (key: string, permits: number) => Promise<AsyncKeyReservation>;
+  readonly #reserve: (key: string, permits: number, proven: (ms: number) => void) => Promise<AsyncKeyReservation>;
   readonly #checkOpen: (decision: Decision) => Decision;
+  readonly #clock: Clock;
   readonly least: ((key: string, permits: number) => number) | undefined;
   #reservation: AsyncKeyReservation | undefined;
   /** The decision handed to the line (its retry shortened to the re-check) for the reservation's own. */
   #handed: Decision | undefined;
+  /** The wait the last refusal proved, and the reading just before it was asked for. */
+  #proven = 0;
+  #asked = 0;
+  readonly #heard = (ms: number): void => {
+    this.#proven = ms;
+  };
 
-  constructor(reserve: (key: string, permits: number) => Promise<AsyncKeyReservation>, checkOpen: (decision: Decision) => Decision, holding: boolean) {
+  constructor(
+    reserve: (key: string, permits: number, proven: (ms: number) => void) => Promise<AsyncKeyReservation>,
+    checkOpen: (decision: Decision) => Decision,
+    holding: boolean,
+    clock: Clock,
+  ) {
     this.#reserve = reserve;
     this.#checkOpen = checkOpen;
-    this.least = holding ? () => 0 : undefined;
+    this.#clock = clock;
+    // Less the time the answer took to come back: the store proved it at its own reading (a clock
+    // gone back meanwhile lengthens nothing).
+    this.least = holding ? () => Math.max(0, this.#proven - Math.max(0, this.#clock.now() - this.#asked)) : undefined;
   }
 
   attempt(key: string, permits: number): Promise<Decision> {
-    return this.#reserve(key, permits).then((reservation) => {
+    this.#proven = 0;
+    this.#asked = this.#clock.now();
+    return this.#reserve(key, permits, this.#heard).then((reservation) => {
       this.#reservation = reservation;
       const decision = this.#checkOpen(reservation.decision);
       this.#handed = this.least === undefined || decision.allowed || decision.retryAfterMs <= RECHECK_MS ? decision : { ...decision, retryAfterMs: RECHECK_MS };

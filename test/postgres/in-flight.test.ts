@@ -10,6 +10,8 @@ import { allCodecs } from '../../src/postgres/plans';
 import { statements } from '../../src/postgres/protocol';
 import { codecShell } from '../../src/postgres/sql/shell';
 import { connection, postgresPort, stuckStatements } from '../stores/support/postgres-store';
+import { chargedAhead, extendedAhead, type MakeLimiter } from '../support/clocks-ahead';
+import { blockProvesTheWait, type CountedLimiter, onlyInFlightWaits, rateProvesTheWait } from '../support/lease-proven-wait';
 import { nextMessage, raceFour, startRacer } from '../support/lease-race';
 import { migratedSchema } from './helpers/schema';
 
@@ -142,6 +144,25 @@ describe.skipIf(!postgresPort)('in-flight limits over PostgreSQL', () => {
     expect(await limiter.peek('k', 0)).toMatchObject({ limit: 2, remaining: 1 });
     await b.cancel();
     expect(await limiter.peek('k', 0)).toMatchObject({ limit: 2, remaining: 2 });
+  });
+
+  describe('a waiting lease gives up at once when the rate or a block proves the wait longer than maxWaitMs, as in memory', () => {
+    const make: CountedLimiter = (concurrency, clock, rule) => {
+      let sent = 0;
+      const counted = { query: (text: string, values?: unknown[]) => (sent++, made.pool.query(text, values)) };
+      const rate = rule === undefined ? {} : { algorithm: 'token-bucket' as const, rule };
+      return { limiter: new PostgresRateLimiter({ client: counted, schema: made.schema, ...rate, concurrency, onStoreError: 'deny', clock, prefix: `proven-${Math.random()}:`, timeoutMs: 5_000 }), sent: () => sent };
+    };
+    test('the rate proves it: refused after one statement, no re-check', () => rateProvesTheWait(make));
+    test('a block proves it, on an in-flight limit alone', () => blockProvesTheWait(make));
+    test('only the in-flight part refuses: the lease waits, re-checks, and is granted on the release', () => onlyInFlightWaits(make));
+  });
+
+  describe('a part whose clock is far ahead of the reading: answered as the in-memory Composite, in a bounded search (stepped up to 2^40 times before)', () => {
+    const make: MakeLimiter = (rule, concurrency, clock) =>
+      new PostgresRateLimiter({ client: made.pool, schema: made.schema, algorithm: 'token-bucket', rule, concurrency, onStoreError: 'deny', clock, prefix: `ahead-${Math.random()}:`, timeoutMs: 10_000 });
+    test('a lease extended at a later reading', () => extendedAhead(make, new ManualClock(0)));
+    test('a settle charged at a later reading', () => chargedAhead(make, new ManualClock(0)));
   });
 
   test('a limiter without concurrency runs the functions it ran before: the plain functions never read the leases', () => {

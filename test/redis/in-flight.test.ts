@@ -6,8 +6,11 @@ import { Concurrency, ManualClock, ManualScheduler, Rule } from '../../src/index
 import { nodeRateLimit } from '../../src/http';
 import { RedisRateLimiter } from '../../src/redis';
 import { leasePlan, plans } from '../../src/redis/scripts';
+import { chargedAhead, extendedAhead, type MakeLimiter } from '../support/clocks-ahead';
+import { blockProvesTheWait, type CountedLimiter, onlyInFlightWaits, rateProvesTheWait } from '../support/lease-proven-wait';
 import { nextMessage, raceFour, startRacer } from '../support/lease-race';
 import { ioredisClient, redisPort, uniquePrefix, useIoredis } from './helpers/clients';
+import { countingClient } from './helpers/counting-client';
 
 // Issue 25 over Redis (DESIGN-25 S4): in-flight limits across processes, a killed holder, and the
 // option's checks. The twin equality is in-flight.property.test.ts.
@@ -210,6 +213,24 @@ describe.skipIf(!redisPort)('leases over Redis', () => {
     expect(errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/not a sliding-window-log key/) })]);
     await lease.settle(1);
     expect((await client.zrange(`${prefix}shared:sliding-window-log:k`, '0', '0'))[0]).toBe('r10/60000');
+  });
+
+  describe('a waiting lease gives up at once when the rate or a block proves the wait longer than maxWaitMs, as in memory', () => {
+    const make: CountedLimiter = (concurrency, clock, rule) => {
+      const counted = countingClient(client);
+      const rate = rule === undefined ? {} : { algorithm: 'token-bucket' as const, rule };
+      return { limiter: new RedisRateLimiter({ client: counted, ...rate, concurrency, onStoreError: 'deny', clock, prefix: uniquePrefix('proven'), timeoutMs: 5_000 }), sent: () => counted.sent.length };
+    };
+    test('the rate proves it: refused after one script call, no re-check', () => rateProvesTheWait(make));
+    test('a block proves it, on an in-flight limit alone', () => blockProvesTheWait(make));
+    test('only the in-flight part refuses: the lease waits, re-checks, and is granted on the release', () => onlyInFlightWaits(make));
+  });
+
+  describe('a part whose clock is far ahead of the reading: answered as the in-memory Composite, in a bounded search (stepped up to 2^40 times before)', () => {
+    const make: MakeLimiter = (rule, concurrency, clock) =>
+      new RedisRateLimiter({ client, algorithm: 'token-bucket', rule, concurrency, onStoreError: 'deny', clock, prefix: uniquePrefix('ahead'), timeoutMs: 10_000 });
+    test('a lease extended at a later reading', () => extendedAhead(make, new ManualClock(0)));
+    test('a settle charged at a later reading', () => chargedAhead(make, new ManualClock(0)));
   });
 
   test('reset drops the leases', async () => {

@@ -10,7 +10,8 @@
 // time passing); the ids are the reservations' receipts. Null for a key never leased.
 //
 // `conc` is {limit, leaseMs}. Each function answers {remaining, retryAfterMs (0: allowed),
-// resetAfterMs, limit} (the binding part's limit), an extension {1} or {0}, a reset {}.
+// resetAfterMs, limit, proven} (the binding part's limit; for a refusal, the wait its rate and
+// block prove, which no release can shorten, else 0), an extension {1} or {0}, a reset {}.
 
 import { MAX_LEASE_MS } from '../../algorithms/concurrency';
 import type { Codec } from './codec';
@@ -96,40 +97,56 @@ const TAKE_OUT = 'lz := lz[1 : 3 * pos - 1] || lz[3 * pos + 3 : cardinality(lz)]
 /**
  * Sets `answer` (and, for a grant, `next`) to `Composite([rate, Concurrency]).peek(cnow, p)`: the
  * binding part is the one with fewer permits (the rate on a tie), a grant when both allow; a
- * refusal's retry the first time both allow together (Composite's `waitFrom`, each part asked
- * again at the time found, until they agree), its reset the first time both are as new from then.
- * Alone, the in-flight part's answer as it is.
+ * refusal's retry the first time both allow together (Composite's `waitFrom`: guesses that at
+ * least double, then a bisection), its reset the first time both are as new from then. Alone, the
+ * in-flight part's answer as it is. Then the rate's own retry (0 alone): the wait no release can
+ * shorten, which a waiting lease gives up on at once when it passes maxWaitMs.
  */
 const decide = (schema: string, codec: Codec | undefined, p: string): string => {
   if (codec === undefined) return `
-      answer := ${schema}.ratekeeper_concurrency_peek(lz, cnow, ${p}, conc) || conc[1];`;
+      answer := ${schema}.ratekeeper_concurrency_peek(lz, cnow, ${p}, conc) || ARRAY[conc[1], 0];`;
   // Only a grant's state is kept (in `next`); the state now and the retries read the answer alone.
   const rate = (at: string, permits: string, grant = false) =>
     `SELECT ${grant ? 'd.next, ' : ''}d.answer INTO ${grant ? 'next, ' : ''}ra FROM ${schema}.ratekeeper_${codec.name}_decide(s, ${at}, ${permits}, rule) d;`;
+  // Sets `longest` to the longest either part still refuses at `cnow + at`: its retry, or its reset.
+  const longestAt = (at: string, permits: string, field: number) => `
+          ${rate(`cnow + ${at}`, permits)}
+          ca := ${schema}.ratekeeper_concurrency_peek(lz, cnow + ${at}, ${permits}, conc);
+          longest := greatest(ra[${field}], ca[${field}]);`;
+  // A part's clock may be ahead of the call's (an extension or a settle at a later reading): until
+  // the guess passes it, the part answers the same short retry at every guess. So each step is at
+  // least twice the last, and once a guess lands where both allow, the first such ms is searched for
+  // between the last refusal and it: about 2 * 42 guesses at most, whatever the clocks.
   const waitFrom = (permits: string, field: number) => `
-        LOOP
-          ${rate('cnow + wait', permits)}
-          ca := ${schema}.ratekeeper_concurrency_peek(lz, cnow + wait, ${permits}, conc);
-          longest := greatest(ra[${field}], ca[${field}]);
-          EXIT WHEN longest = 0;
+        step := 0;
+        refused := wait - 1;${longestAt('wait', permits, field)}
+        WHILE longest <> 0 LOOP
           IF wait + longest >= ${MAX_LEASE_MS} THEN
             -- Only a release can make room: the answer of a refusal no time ends.
             wait := ${MAX_LEASE_MS};
+            refused := wait - 1;
             EXIT;
           END IF;
-          wait := wait + longest;
+          refused := wait + longest - 1;
+          step := greatest(longest, 2 * step);
+          wait := least(wait + step, ${MAX_LEASE_MS - 1});${longestAt('wait', permits, field)}
+        END LOOP;
+        WHILE wait - refused > 1 LOOP
+          middle := refused + floor((wait - refused) / 2);${longestAt('middle', permits, field)}
+          IF longest = 0 THEN wait := middle; ELSE refused := middle; END IF;
         END LOOP;`;
   return `
       ${rate('cnow', p, p !== '0')}
       ca := ${schema}.ratekeeper_concurrency_peek(lz, cnow, ${p}, conc);
       IF ${p} = 0 THEN
-        answer := CASE WHEN ca[1] < ra[1] THEN ARRAY[ca[1], 0, 0, conc[1]] ELSE ARRAY[ra[1], 0, 0, rule[1]] END;
+        answer := CASE WHEN ca[1] < ra[1] THEN ARRAY[ca[1], 0, 0, conc[1], 0] ELSE ARRAY[ra[1], 0, 0, rule[1], 0] END;
         answer[3] := greatest(ra[3], ca[3]);
       ELSE
         -- What each part has now: an allowing part reports what is left after the request.
         ra[1] := CASE WHEN ra[2] = 0 THEN ra[1] + ${p} ELSE ra[1] END;
         ca[1] := CASE WHEN ca[2] = 0 THEN ca[1] + ${p} ELSE ca[1] END;
-        answer := CASE WHEN ca[1] < ra[1] THEN ARRAY[ca[1], 0, 0, conc[1]] ELSE ARRAY[ra[1], 0, 0, rule[1]] END;
+        -- The rate's own retry last: a release may end the in-flight part's wait sooner, never it.
+        answer := CASE WHEN ca[1] < ra[1] THEN ARRAY[ca[1], 0, 0, conc[1], ra[2]] ELSE ARRAY[ra[1], 0, 0, rule[1], ra[2]] END;
         wait := greatest(ra[2], ca[2]);
         IF wait = 0 THEN
           answer[1] := answer[1] - ${p};
@@ -204,7 +221,11 @@ DECLARE
   ca numeric[];
   wait numeric;
   longest numeric;
+  step numeric;
+  refused numeric;
+  middle numeric;
   lim numeric;
+  proven numeric;
   extended boolean;
 BEGIN
   k := ${key};
@@ -250,8 +271,11 @@ BEGIN
     ELSIF op IN ('reserve', 'peek') THEN${codec?.deficit === undefined ? '' : `
       IF op = 'reserve' THEN ${fold(codec)}
       END IF;`}${decide(schema, codec, 'prm')}
-      lim := answer[4];${BLOCKED}
+      lim := answer[4];
+      proven := answer[5];${BLOCKED}
       answer[4] := lim;
+      -- A block proves its end too (no block, or one over: the rate's wait alone).
+      answer[5] := greatest(proven, ceil(blocked - now));
       EXIT WHEN op = 'peek';
       IF answer[2] = 0 THEN${codec === undefined ? '' : keepReceipt(codec)}
         lz := coalesce(lz, ARRAY[NULL, NULL]::numeric[]);${FORGET}${place('receipt', 'prm', 'cl + conc[2]')}

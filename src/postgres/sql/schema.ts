@@ -7,6 +7,9 @@ import { codecShell, decideFunction } from './shell';
 /** How long `migrate` waits for the table's lock when the table needs a change, in ms. */
 export const MIGRATE_LOCK_TIMEOUT_MS = 2_000;
 
+/** The columns versions after the first added: a new table is made with them, an earlier one gets those it lacks. */
+const ADDED_COLUMNS = ['blocked_until numeric', 'rule_limit numeric', 'rule_window_ms numeric', 'receipts numeric[]', 'leases numeric[]'];
+
 /**
  * The table: one row per key, the algorithm's state as `numeric[]` (see ./codec.ts; null or empty in
  * a row kept only for its block, read by every codec as a key never seen) and the moment, on the
@@ -45,11 +48,7 @@ CREATE UNLOGGED TABLE IF NOT EXISTS ${schema}.ratekeeper_state (
   key text PRIMARY KEY,
   state numeric[],
   expires_at bigint NOT NULL,
-  blocked_until numeric,
-  rule_limit numeric,
-  rule_window_ms numeric,
-  receipts numeric[],
-  leases numeric[]
+  ${ADDED_COLUMNS.join(',\n  ')}
 ) WITH (fillfactor = 50);
 
 DO ${QUOTE}
@@ -63,13 +62,11 @@ BEGIN
   IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = t AND attname = 'state' AND attnotnull) THEN
     ALTER TABLE ${schema}.ratekeeper_state ALTER COLUMN state DROP NOT NULL;
   END IF;
-${['blocked_until numeric', 'rule_limit numeric', 'rule_window_ms numeric', 'receipts numeric[]', 'leases numeric[]']
-  .map(
-    (column) => `  IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = t AND attname = '${column.split(' ')[0]}' AND NOT attisdropped) THEN
+${ADDED_COLUMNS.map(
+  (column) => `  IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = t AND attname = '${column.split(' ')[0]}' AND NOT attisdropped) THEN
     ALTER TABLE ${schema}.ratekeeper_state ADD COLUMN ${column};
   END IF;`,
-  )
-  .join('\n')}
+).join('\n')}
   IF to_regclass(${name('ratekeeper_state_expires_at')}) IS NULL THEN
     CREATE INDEX ratekeeper_state_expires_at ON ${schema}.ratekeeper_state (expires_at);
   END IF;

@@ -90,9 +90,11 @@ const heldBy = (table: string, where: string) => `
  *
  * - An absent or expired row is a key never seen, block and receipts included; so is a row without
  *   a rule, which only the previous version writes (the row key of another key, under that
- *   layout). Then the previous version's row for this key under this rule, when live, gives its
- *   state and block (receipts are not carried: no reservation outlives its process) and is
- *   deleted, in this transaction; a peek reads it and deletes nothing.
+ *   layout). When the key has no row of this layout (absent, or that rule-less row), the previous
+ *   version's row for this key under this rule, when live, gives its state and block (receipts
+ *   are not carried: no reservation outlives its process) and is deleted, in this transaction; a
+ *   peek reads it and deletes nothing. An expired row of this layout skips that look: the call
+ *   that wrote it had already looked (and deleted what it found), so the key was taken over.
  * - A row counted under another rule than the call's: its usage now under that rule, debt
  *   included, is charged to a fresh state under the call's (as `KeyedRateLimiter.reconfigure`
  *   carries it, up to the new rule's debt bound); the block stays, the receipts go.
@@ -107,8 +109,22 @@ export const load = (schema: string, codec: Codec, lock: Lock, path: 'general' |
   const folds = path === 'fast' && codec.deficit !== undefined;
   const write = lock !== 'share';
   const rowLock = { update: ' FOR UPDATE', share: ' FOR SHARE', skip: ' FOR UPDATE SKIP LOCKED' }[lock];
-  const legacyLock = { update: ' FOR UPDATE', share: '', skip: ' FOR UPDATE SKIP LOCKED' }[lock];
   const legacyWhere = 'key = lk AND rule_limit IS NULL';
+  const legacyRead = `SELECT ctid, state, expires_at, blocked_until INTO ltid, ls, le, lb FROM ${table} WHERE ${legacyWhere}`;
+  // A batch never waits: it reads the row unlocked first, since most keys have none and one probe
+  // settles that (a locking read that skips a held row needs a second probe to tell held from
+  // absent); a row found is then locked, or, held by another transaction, leaves the key undecided.
+  const lookup =
+    lock === 'skip'
+      ? `${legacyRead};
+        IF FOUND THEN
+          ${legacyRead} FOR UPDATE SKIP LOCKED;
+          IF NOT FOUND THEN
+            answer := NULL;
+            EXIT;
+          END IF;
+        END IF;`
+      : `${legacyRead}${lock === 'update' ? ' FOR UPDATE' : ''};`;
   return `
     SELECT ctid, state, expires_at, blocked_until, rule_limit, rule_window_ms${receipts ? ', receipts' : ''}${leases ? ', leases' : ''} INTO tid, s, expires, blocked, rl, rw${receipts ? ', rcpts' : ''}${leases ? ', lz' : ''}
       FROM ${table} WHERE key = k${rowLock};${lock === 'skip' ? heldBy(table, 'key = k') : ''}
@@ -124,12 +140,16 @@ export const load = (schema: string, codec: Codec, lock: Lock, path: 'general' |
       s := NULL;
       blocked := NULL;
       rcpts := NULL;${leases ? '\n      lz := NULL;' : ''}
-      ${setStoredKey('lk', `legacy || rule[1] || '/' || rule[2] || ':' || uk`)}
-      SELECT ctid, state, expires_at, blocked_until INTO ltid, ls, le, lb FROM ${table} WHERE ${legacyWhere}${legacyLock};${lock === 'skip' ? heldBy(table, legacyWhere) : ''}
-      IF le > n THEN
-        s := ls;
-        blocked := lb;
-      END IF;${write ? `\n      IF ltid IS NOT NULL THEN DELETE FROM ${table} WHERE ctid = ltid; END IF;` : ''}
+      -- No rule: absent (every column null) or the previous layout's. An expired row of ours was
+      -- written by a call that had looked: most expired keys (a busy log's) skip the look.
+      IF rl IS NULL THEN
+        ${setStoredKey('lk', `legacy || rule[1] || '/' || rule[2] || ':' || uk`)}
+        ${lookup}
+        IF le > n THEN
+          s := ls;
+          blocked := lb;
+        END IF;${write ? `\n        IF ltid IS NOT NULL THEN DELETE FROM ${table} WHERE ctid = ltid; END IF;` : ''}
+      END IF;
     ELSE
       renew := true;
       rcpts := NULL;${leases ? `\n      -- The leases stay, each ending when it would have; the rates' composite starts over.\n      IF lz IS NOT NULL THEN lz[2] := NULL; END IF;` : ''}

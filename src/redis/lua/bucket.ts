@@ -101,8 +101,7 @@ end
 `,
   rest: `
 function fresh(r)
-  if r.wide then return r.limit, 0, -math.huge end
-  return r.capacity, 0, -math.huge
+  return r.top, 0, -math.huge
 end
 
 -- The bucket refilled to now (a reading earlier than last counts as no time passing).
@@ -112,9 +111,9 @@ function level(r, now, units, partial, last)
     units, partial = refill_wide(r, units, partial, now - last)
     return units, partial, now
   end
-  local refilled = units + (now - last) * r.per_ms
-  if refilled < r.capacity then return refilled, 0, now end
-  return r.capacity, 0, now
+  units = units + (now - last) * r.per_ms
+  if units > r.capacity then units = r.capacity end
+  return units, 0, now
 end
 
 -- remaining, reset, whether the debt bound forgave part of it, then the state after.
@@ -140,9 +139,9 @@ function used(r, now, units, partial, last)
   return ceil_div(r.capacity - units, r.per_token)
 end
 
+-- (A bucket that is not wide holds no partial units: 0.)
 function deficit(r, units, partial)
-  if r.wide then return r.limit - units, partial end
-  return r.capacity - units, 0
+  return r.top - units, partial
 end
 
 -- Whether deficit (x1, y1) is below (x2, y2): y is below one token, so x decides first.

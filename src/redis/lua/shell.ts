@@ -444,14 +444,15 @@ export function leasePieces(rate: boolean): string {
   const combined = rate
     ? `
 -- Composite.peek: the part with the fewest permits binds (the rate on a tie); a refusal's retry is
--- the first time both allow, and its reset the first time after that both are as new.
+-- the first time both allow, and its reset the first time after that both are as new. Last, the
+-- wait the rate alone proves (its own retry): a release may end the in-flight part's sooner, never it.
 function combined(r, s, now, permits, limit, lease)
   local g1, rem1, ret1, res1 = decide(r, now, permits, unpack(s.body))
   local g2, rem2, ret2, res2 = inflight(s, limit, lease, now, permits)
   local reset = math.max(res1, res2)
   if permits == 0 then
-    if rem2 < rem1 then return true, limit, rem2, 0, reset end
-    return true, r.limit, rem1, 0, reset
+    if rem2 < rem1 then return true, limit, rem2, 0, reset, 0 end
+    return true, r.limit, rem1, 0, reset, 0
   end
   local has1, has2 = rem1, rem2
   if g1 then has1 = rem1 + permits end
@@ -459,28 +460,43 @@ function combined(r, s, now, permits, limit, lease)
   local bound, available = r.limit, has1
   if has2 < has1 then bound, available = limit, has2 end
   local longest = math.max(ret1, ret2)
-  if longest == 0 then return true, bound, available - permits, 0, reset end
+  if longest == 0 then return true, bound, available - permits, 0, reset, 0 end
   local retry = wait_from(r, s, now, permits, longest, limit, lease)
-  return false, bound, available, retry, wait_from(r, s, now, 0, retry, limit, lease)
+  return false, bound, available, retry, wait_from(r, s, now, 0, retry, limit, lease), ret1
 end
 
--- Composite.waitFrom: the first whole ms from wait on at which both parts allow (permits 0: are as new).
+-- Composite.waitFrom: the first whole ms from wait on at which both parts allow (permits 0: are as
+-- new). A rate's clock may be ahead of the call's (a settle at a later reading): until the guess
+-- passes it, the rate answers the same short retry at every guess. So each step is at least twice
+-- the last, and once a guess lands where both allow, the first such ms is searched for between the
+-- last refusal and it: about 2 * 42 guesses at most, whatever the clocks.
 function wait_from(r, s, now, permits, wait, limit, lease)
-  while true do
-    local _, _, a_retry, a_reset = decide(r, now + wait, permits, unpack(s.body))
-    local _, _, b_retry, b_reset = inflight(s, limit, lease, now + wait, permits)
-    local longest = math.max(a_retry, b_retry)
-    if permits == 0 then longest = math.max(a_reset, b_reset) end
-    if longest == 0 then return wait end
+  local function longest_at(t)
+    local _, _, a_retry, a_reset = decide(r, t, permits, unpack(s.body))
+    local _, _, b_retry, b_reset = inflight(s, limit, lease, t, permits)
+    if permits == 0 then return math.max(a_reset, b_reset) end
+    return math.max(a_retry, b_retry)
+  end
+  local step, refused = 0, wait - 1
+  local longest = longest_at(now + wait)
+  while longest ~= 0 do
     if wait + longest >= MAX_WINDOW then return MAX_WINDOW end
     if now + wait + longest == now + wait then return wait + longest end
-    wait = wait + longest
+    refused = wait + longest - 1
+    step = math.max(longest, 2 * step)
+    wait = math.min(wait + step, MAX_WINDOW - 1)
+    longest = longest_at(now + wait)
   end
+  while wait - refused > 1 do
+    local middle = refused + math.floor((wait - refused) / 2)
+    if longest_at(now + middle) == 0 then wait = middle else refused = middle end
+  end
+  return wait
 end`
     : `
 function combined(r, s, now, permits, limit, lease)
   local granted, remaining, retry, reset = inflight(s, limit, lease, now, permits)
-  return granted, limit, remaining, retry, reset
+  return granted, limit, remaining, retry, reset, 0
 end`;
   return `-- Puts a lease in end order, after those ending at the same time.
 function place(s, id, permits, ends)
@@ -536,11 +552,11 @@ function leaseOperations(codec: StringCodec, refundBody: string): string {
 -- reserve: the rate's grant (and its receipt) and a lease, both or neither.
 function take(key, r, now, permits, server_now, split, id, limit, lease)
   local s = load(key, r, now, split)
-  local granted, bound, remaining, retry, reset = combined(r, s, now, permits, limit, lease)
+  local granted, bound, remaining, retry, reset, least = combined(r, s, now, permits, limit, lease)
   if s.block > now then
     if s.dirty then save(key, r, s, now, server_now, reset) end
     local wait = math.ceil(s.block - now)
-    return false, bound, 0, math.max(wait, retry), math.max(wait, reset)
+    return false, bound, 0, math.max(wait, retry), math.max(wait, reset), math.max(wait, least)
   end
   if granted then${
     rate
@@ -557,22 +573,22 @@ function take(key, r, now, permits, server_now, split, id, limit, lease)
   elseif s.dirty then
     save(key, r, s, now, server_now, reset)
   end
-  return granted, bound, remaining, retry, reset
+  return granted, bound, remaining, retry, reset, least
 end
 
 function operations(OPERATIONS, decision)
   function OPERATIONS.peek(key, r, now, server_now, split, permits, _, limit, lease)
     local s = load(key, r, now, split)
-    local granted, bound, remaining, retry, reset = combined(r, s, now, tonumber(permits), limit, lease)
+    local granted, bound, remaining, retry, reset, least = combined(r, s, now, tonumber(permits), limit, lease)
     if s.block > now then
       local wait = math.ceil(s.block - now)
-      return decision(false, 0, math.max(wait, retry), math.max(wait, reset), bound)
+      return decision(false, 0, math.max(wait, retry), math.max(wait, reset), bound, math.max(wait, least))
     end
-    return decision(granted, remaining, retry, reset, bound)
+    return decision(granted, remaining, retry, reset, bound, least)
   end
   function OPERATIONS.reserve(key, r, now, server_now, split, permits, id, limit, lease)
-    local granted, bound, remaining, retry, reset = take(key, r, now, tonumber(permits), server_now, split, tonumber(id), limit, lease)
-    return decision(granted, remaining, retry, reset, bound)
+    local granted, bound, remaining, retry, reset, least = take(key, r, now, tonumber(permits), server_now, split, tonumber(id), limit, lease)
+    return decision(granted, remaining, retry, reset, bound, least)
   end
 ${rate ? settleOf(refundBody) : ''}  -- A settle past what was reserved: its lease released, the excess charged to the rate alone.
   function OPERATIONS.charge(key, r, now, server_now, split, permits, id, limit, lease)
@@ -639,17 +655,18 @@ ${operation(hot, true)}
 
 /**
  * Runs the operation ARGV[1] names on KEYS[1] and returns its reply (see dispatch); with leases,
- * each decision ends with its limit and the operation also takes the in-flight limit and lease
- * length (ARGV[8], ARGV[9]). Indented as the plain dispatch's branch, flush for the leased one.
+ * each decision ends with its limit, a refusal then with the wait its rate and block prove (no
+ * release can end it sooner), and the operation also takes the in-flight limit and lease length
+ * (ARGV[8], ARGV[9]). Indented as the plain dispatch's branch, flush for the leased one.
  */
 function operation(hot: string, leases: boolean): string {
   const limit = leases ? ', limit' : '';
   const field = leases ? ' %d' : '';
   const lines = [
     'local OPERATIONS = {}',
-    `local function decision(granted, remaining, retry, reset${limit})`,
+    `local function decision(granted, remaining, retry, reset${limit}${leases ? ', least' : ''})`,
     `  if granted then return string.format('A %d %d${field}', remaining, reset${limit}) end`,
-    `  return string.format('R %d %d %d${field}', remaining, retry, reset${limit})`,
+    `  return string.format('R %d %d %d${field}${field}', remaining, retry, reset${limit}${leases ? ', least' : ''})`,
     'end',
     `take, operations = rare(${hot})`,
     'operations(OPERATIONS, decision)',

@@ -347,9 +347,9 @@ function evaluate(key, r, now, permits)
   return ok, remaining, retry, reset, at, newest, newest_size, total, base, expired
 end
 
-function blocked(block, now, retry, reset${leases ? ', bound' : ''})
+function blocked(block, now, retry, reset${leases ? ', bound, least' : ''})
   local wait = math.ceil(block - now)
-  return false, 0, math.max(wait, retry), math.max(wait, reset)${leases ? ', bound' : ''}
+  return false, 0, math.max(wait, retry), math.max(wait, reset)${leases ? ', bound, math.max(wait, least)' : ''}
 end
 ${leases ? LEASED_PIECES : ''}
 -- tryAcquire (id nil) or reserve (id the caller's receipt id) on any key.
@@ -358,12 +358,12 @@ function take(key, r, now, permits, server_now, split, id${leases ? ', limit, le
   local ok, remaining, retry, reset, at, newest, newest_size, total, base, expired = evaluate(key, r, now, permits)${
     leases
       ? `
-  local s, bound = { body = { key }, ls = ls }, nil
-  ok, bound, remaining, retry, reset = combined(r, s, now, permits, limit, lease)`
+  local s, bound, least = { body = { key }, ls = ls }, nil, nil
+  ok, bound, remaining, retry, reset, least = combined(r, s, now, permits, limit, lease)`
       : ''
   }
-  if block > now then return blocked(block, now, retry, reset${leases ? ', bound' : ''}) end
-  if not ok then return ok, remaining, retry, reset${leases ? ', bound' : ''} end
+  if block > now then return blocked(block, now, retry, reset${leases ? ', bound, least' : ''}) end
+  if not ok then return ok, remaining, retry, reset${leases ? ', bound, least' : ''} end
   log_grant(key, r.window, permits, at, newest, newest_size, total, base, expired)
   if id then
     rc[#rc + 1], rc[#rc + 2] = id, at
@@ -389,7 +389,7 @@ function operations(OPERATIONS, decision)${
     local _, block, _, source, carried, given = load(key, r, now, split, false)
     ${
       leases
-        ? `local ok, bound, remaining, retry, reset = combined(r, { body = { source, carried, now }, ls = ls }, now, permits, limit, lease)`
+        ? `local ok, bound, remaining, retry, reset, least = combined(r, { body = { source, carried, now }, ls = ls }, now, permits, limit, lease)`
         : `local ok, remaining, retry, reset
     if carried then
       -- What the carried log would hold: one grant, now.
@@ -400,8 +400,8 @@ function operations(OPERATIONS, decision)${
     end`
     }
     if given then redis.call('DEL', key) end
-    if block > now then return decision(blocked(block, now, retry, reset${leases ? ', bound' : ''})) end
-    return decision(ok, remaining, retry, reset${leases ? ', bound' : ''})
+    if block > now then return decision(blocked(block, now, retry, reset${leases ? ', bound, least' : ''})) end
+    return decision(ok, remaining, retry, reset${leases ? ', bound, least' : ''})
   end
   function OPERATIONS.reserve(key, r, now, server_now, split, permits, id${leases ? ', limit, lease' : ''})
     return decision(take(key, r, now, tonumber(permits), server_now, split, tonumber(id)${leases ? ', limit, lease' : ''}))
