@@ -2,7 +2,7 @@ import type { Decision } from '../core/decision';
 import { type RedisScriptClient, runScript } from './client';
 import type { Flight as InFlight } from '../store/coalescer';
 import type { Bounded } from '../store/timeout';
-import { batchArguments, batchDecisions, type BatchCall } from './protocol';
+import { ABSENT, batchArguments, batchDecisions, type BatchCall } from './protocol';
 import type { LuaScript } from './scripts';
 
 /** One decision on its way to Redis, from the moment it was asked for until it is answered. */
@@ -11,6 +11,8 @@ export interface Call extends Bounded, BatchCall {
   resolve(decision: Decision): void;
   /** Answers the call as failed (the outage policy's turn). */
   reject(error: unknown): void;
+  /** The script found the key absent on a cluster (see `CLUSTER_SPLIT`): the engine's turn. */
+  absent(): void;
   /** The call's script call once handed to the sender, finished early if the call times out first. */
   script: ScriptCall | undefined;
 }
@@ -27,7 +29,7 @@ interface ScriptCall {
 export interface SenderOptions {
   readonly client: RedisScriptClient;
   readonly script: LuaScript;
-  /** Where the previous version's key names put the rule (see `legacySplit`); 0 for nowhere. */
+  /** Where the previous version's key names put the rule (see `legacySplit`); `CLUSTER_SPLIT` on a cluster. */
   readonly split: number;
   /** Whether the limiter's own clock decides; otherwise the server's. */
   readonly callerClock: boolean;
@@ -131,7 +133,7 @@ export class BatchSender {
   }
 
   #settle(calls: Call[], reply: unknown): void {
-    let results: (Decision | Error)[];
+    let results: ReturnType<typeof batchDecisions>;
     try {
       results = batchDecisions(reply, calls);
     } catch (error) {
@@ -143,6 +145,10 @@ export class BatchSender {
       if (call.answered) continue;
       call.answered = true;
       const result = results[i]!;
+      if (result === ABSENT) {
+        call.absent();
+        continue;
+      }
       if (result instanceof Error) {
         // This key's decision failed inside the script (say, the key holds a list); the other
         // decisions of the batch stand.

@@ -5,11 +5,11 @@ import type { Flight } from '../store/coalescer';
 import type { JointEngine, StoreCall, StoreEngine } from '../store/engine';
 import { BatchSender, type Call } from './batch-sender';
 import { clientKeyPrefix, isClientClosed, isClusterClient, runScript, type RedisScriptClient } from './client';
-import { type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, receiptId } from './protocol';
+import { ABSENT, CLUSTER_SPLIT, GIVEN_SPLIT, type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, previousKeyArguments, receiptId } from './protocol';
 import { RedisJoint } from './joint';
 import { startUp } from './readiness';
 import { provenWait } from './reply';
-import type { LuaScript, ScriptPlan } from './scripts';
+import { type LuaScript, PREVIOUS_KEY, type ScriptPlan } from './scripts';
 import { hashSlot } from './slot';
 import { RedisTimeoutError } from './timeout';
 
@@ -30,10 +30,15 @@ class SenderCall implements Call {
   answered = false;
   script: Call['script'] = undefined;
   readonly call: StoreCall;
+  /** Its place in the order calls were sent (see RedisEngine's #waited). */
+  readonly order: number;
+  readonly #absent: (call: StoreCall, redisKey: string, order: number) => void;
 
-  constructor(call: StoreCall, redisKey: string) {
+  constructor(call: StoreCall, redisKey: string, order: number, absent: (call: StoreCall, redisKey: string, order: number) => void) {
     this.call = call;
     this.redisKey = redisKey;
+    this.order = order;
+    this.#absent = absent;
     this.permits = call.amount;
     this.now = call.now ?? 0;
     this.rule = call.rule;
@@ -48,6 +53,34 @@ class SenderCall implements Call {
   reject(error: unknown): void {
     this.call.fail(error);
   }
+
+  absent(): void {
+    this.#absent(this.call, this.redisKey, this.order);
+  }
+}
+
+/** The flight of a batch sent outside the coalescer's rounds (calls that waited for an adoption): nothing to release. */
+const UNROUNDED: Flight = { release: () => {} };
+
+/** A call waiting for an adoption of its key (see RedisEngine's #waited). */
+interface Waiting {
+  readonly order: number;
+  readonly call: StoreCall;
+}
+
+/** An adoption under way (see RedisEngine's #adopt): `end` lets the calls waiting for it go, once. */
+class Adoption {
+  #next: (() => void) | undefined;
+
+  constructor(next: () => void) {
+    this.#next = next;
+  }
+
+  readonly end = (): void => {
+    const next = this.#next;
+    this.#next = undefined;
+    next?.();
+  };
 }
 
 /**
@@ -57,11 +90,12 @@ class SenderCall implements Call {
  *
  * A Redis key is the limiter's namespace (`prefix + name? + algorithm + ':'`, no rule: the state
  * records its rule) and the caller's key. The layer's store key still names the rule (it keys the
- * refusal cache): the Redis key is that less its `limit/windowMs:`. On standalone servers the
- * scripts also look, on a key's first call, for what the previous version wrote under the rule's
- * name (`split`, see legacySplit); on a cluster that key is in another slot, out of reach. On a
- * cluster a batch holds keys of one hash slot, computed on the key the server sees (ioredis's
- * `keyPrefix` included).
+ * refusal cache): the Redis key is that less its `limit/windowMs:`, and the store key is what the
+ * previous version named the key. On standalone servers the scripts also look, on a key's first
+ * call, for what the previous version wrote there (`split`, see legacySplit). On a cluster that
+ * key is in another slot: a call that finds its key absent is answered by the engine in three
+ * steps (see #adopt). On a cluster a batch holds keys of one hash slot, computed on the key the
+ * server sees (ioredis's `keyPrefix` included).
  */
 export class RedisEngine implements StoreEngine {
   readonly store = 'Redis';
@@ -76,8 +110,13 @@ export class RedisEngine implements StoreEngine {
   readonly #scriptClient: RedisScriptClient;
   readonly #script: LuaScript;
   readonly #split: number;
+  readonly #previous: ScriptPlan['previous'];
   /** What to wait for before sending, while the client's first connection is under way (see `startUp`). */
   readonly #startUp: (() => Promise<void> | undefined) | undefined;
+  /** On a cluster, the Redis keys being adopted (see #adopt), each with the calls on it waiting, in the order sent. */
+  readonly #adopting = new Map<string, Waiting[]>();
+  /** How many calls were sent: a call's place in that order. */
+  #sent = 0;
 
   /** @throws TypeError for an ioredis `keyPrefix` that is no string. */
   constructor(client: unknown, scriptClient: RedisScriptClient, plan: ScriptPlan, callerClock: boolean, namespace: string) {
@@ -88,7 +127,8 @@ export class RedisEngine implements StoreEngine {
     this.#slotPrefix = cluster ? clientKeyPrefix(client) : undefined;
     this.#scriptClient = scriptClient;
     this.#script = plan.script;
-    this.#split = cluster ? 0 : keyPrefixBytes(client) + legacySplit(namespace);
+    this.#split = cluster ? CLUSTER_SPLIT : keyPrefixBytes(client) + legacySplit(namespace);
+    this.#previous = plan.previous;
     this.#startUp = startUp(client);
     this.#sender = new BatchSender({ client: scriptClient, script: plan.script, split: this.#split, callerClock, startUp: this.#startUp });
     const slotPrefix = this.#slotPrefix;
@@ -97,6 +137,7 @@ export class RedisEngine implements StoreEngine {
       scriptClient,
       script: plan.script,
       split: this.#split,
+      previous: plan.previous,
       redisKey: (key) => namespace + key,
       slot: (redisKey) => (slotPrefix === undefined ? 0 : hashSlot(slotPrefix + redisKey)),
       checkKey: (key) => this.checkKey(key),
@@ -115,13 +156,19 @@ export class RedisEngine implements StoreEngine {
   send(calls: StoreCall[], flight: Flight): void {
     const [first] = calls;
     if (first!.op !== 'decide') return this.#operate(first!);
+    // Decisions on a key being adopted wait for it, so that they still decide in the order made.
+    const sent = this.#adopting.size === 0 ? calls : calls.filter((call) => !this.#waited(call, this.#namespace + call.key, ++this.#sent));
+    if (sent.length === 0) return flight.release();
     this.#sender.send(
-      calls.map((call) => new SenderCall(call, this.#namespace + call.key)),
+      sent.map((call) => new SenderCall(call, this.#namespace + call.key, ++this.#sent, this.#adopt)),
       flight,
     );
   }
 
   timedOut(call: StoreCall): void {
+    // An adoption not answered in time lets the calls waiting for it go: a server that does not
+    // answer holds them back no longer than the bound.
+    if (call.sent instanceof Adoption) return call.sent.end();
     const sent = call.sent as SenderCall | undefined;
     if (sent === undefined || sent.answered) return;
     sent.answered = true;
@@ -145,9 +192,41 @@ export class RedisEngine implements StoreEngine {
   /**
    * One key operation, alone: one script call on its key (atomic, Cluster-safe), never batched with
    * decisions. Operations are rare next to decisions: a decision in flight is not held back for
-   * them, nor they for it (`await` orders them).
+   * them, nor they for it (`await` orders them). On a cluster one waits for an adoption of its key
+   * under way (see #adopt).
    */
   #operate(call: StoreCall): void {
+    const redisKey = this.#namespace + call.key;
+    const send = () => {
+      const order = ++this.#sent;
+      if (!this.#waited(call, redisKey, order)) this.#alone(call, redisKey, order);
+    };
+    const starting = this.#startUp?.();
+    if (starting === undefined) send();
+    // Answered by its timeout meanwhile: the caller has its answer, and a late operation would
+    // still change the key (as the BatchSender drops such decisions).
+    else
+      void starting.then(() => {
+        if (!call.answered) send();
+      });
+  }
+
+  /** Sends a call alone; on a cluster a reset first deletes the previous version's key, in its own slot. */
+  #alone(call: StoreCall, redisKey: string, order: number): void {
+    if (call.op !== 'reset' || this.#split !== CLUSTER_SPLIT) return this.#run(call, redisKey, order, undefined, undefined);
+    // The previous key first: the other way round, a call between the two could adopt it again.
+    this.#previousKey(call, 'DEL', () => this.#run(call, redisKey, order, undefined, undefined), (error) => call.fail(error));
+  }
+
+  /**
+   * Sends one call alone and answers it: an operation, or a decision on a cluster. A first try that
+   * finds its key absent on a cluster goes on to adopt (see #adopt). A second try (`given`: what
+   * was read of the previous key, `adopted` ending the adoption once answered) that adopted the
+   * previous key (neither a peek, which writes nothing, nor a failure) deletes that key before the
+   * answer; should that fail, the adopted key's expiry is at least what the previous key had left,
+   * so it is never adopted again.
+   */
+  #run(call: StoreCall, redisKey: string, order: number, given: [string, string] | undefined, adopted: (() => void) | undefined): void {
     const { op, amount, now, rule } = call;
     // A reset is the same at any time: it reads no clock.
     const reading = op === 'reset' || now === undefined ? '' : String(now);
@@ -158,32 +237,122 @@ export class RedisEngine implements StoreEngine {
     // With an in-flight limit, each call also carries it: the receipt's place held by '' when none.
     const rest =
       op === 'reset' ? [] : concurrency !== undefined ? [String(amount), receipt ?? '', String(concurrency.limit), String(concurrency.leaseMs)] : receipt === undefined ? [String(amount)] : [String(amount), receipt];
-    const { keys, args } = operationArguments(this.#namespace + call.key, op as KeyOperation, reading, this.#split, rule, rest);
+    const split = given === undefined ? this.#split : GIVEN_SPLIT;
+    const { keys, args } = operationArguments(redisKey, op as KeyOperation, reading, split, rule, given === undefined ? rest : [...given, ...rest]);
     const done = (reply: unknown) => {
+      if (reply === ABSENT && given === undefined) return this.#adopt(call, redisKey, order);
+      adopted?.();
+      let answer: () => void;
       try {
         if (op === 'block' || op === 'reset' || op === 'extend') {
           const held = operationDone(reply, rule.limit);
-          call.answer(undefined, op === 'extend' ? held : undefined);
+          answer = () => call.answer(undefined, op === 'extend' ? held : undefined);
         } else {
           const decision = operationDecision(reply, rule.limit, concurrency !== undefined);
-          if (op !== 'reserve') call.answer(decision);
-          else if (decision.allowed) call.answer(decision, receipt);
-          // A refusal of a script with leases (a string: readDecision read it) ends with its proven wait.
-          else call.answer(decision, undefined, concurrency === undefined ? undefined : provenWait(reply as string));
+          if (op !== 'reserve') answer = () => call.answer(decision);
+          else if (decision.allowed) answer = () => call.answer(decision, receipt);
+          else {
+            // A refusal of a script with leases (a string: readDecision read it) ends with its proven wait.
+            const wait = concurrency === undefined ? undefined : provenWait(reply as string);
+            answer = () => call.answer(decision, undefined, wait);
+          }
         }
       } catch (error) {
-        call.fail(error);
+        return call.fail(error);
       }
+      // Answered once the previous key is gone, so that the caller never sees both.
+      if (given !== undefined && given[1] !== '-2' && op !== 'peek') this.#previousKey(call, 'DEL', answer, answer);
+      else answer();
     };
-    const send = () => runScript(this.#scriptClient, this.#script, keys, args, done, (error) => call.fail(error), () => {});
-    const starting = this.#startUp?.();
-    if (starting === undefined) send();
-    // Answered by its timeout meanwhile: the caller has its answer, and a late operation would
-    // still change the key (as the BatchSender drops such decisions).
-    else
-      void starting.then(() => {
-        if (!call.answered) send();
-      });
+    runScript(this.#scriptClient, this.#script, keys, args, done, (error) => {
+      adopted?.();
+      call.fail(error);
+    }, () => {});
+  }
+
+  /**
+   * A call whose key a cluster found absent: the previous version's key (the layer's store key, in
+   * another slot) is read by a script of its own, and the call goes again with what it held, which
+   * the script adopts only if the key is still absent, so that two processes never adopt it twice.
+   * Meanwhile the calls made on the key (or that found it absent too) wait, then go together, in
+   * the order made: so they still decide in that order, and a busy key is held back for one
+   * adoption, never a queue of them. Each step is sent only while the call is unanswered: its
+   * timeout ends the adoption.
+   */
+  readonly #adopt = (call: StoreCall, redisKey: string, order: number): void => {
+    if (this.#waited(call, redisKey, order)) return;
+    this.#adopting.set(redisKey, []);
+    const adoption = new Adoption(() => {
+      const waiting = this.#adopting.get(redisKey)!;
+      this.#adopting.delete(redisKey);
+      this.#resend(waiting, redisKey);
+    });
+    call.sent = adoption;
+    const adopted = adoption.end;
+    this.#previousKey(
+      call,
+      this.#previous,
+      (reply) => {
+        if (call.answered) return adopted();
+        let given: [string, string];
+        try {
+          given = previousKeyArguments(reply);
+        } catch (error) {
+          adopted();
+          return call.fail(error);
+        }
+        this.#run(call, redisKey, order, given, adopted);
+      },
+      (error) => {
+        adopted();
+        call.fail(error);
+      },
+    );
+  };
+
+  /** Runs PREVIOUS_KEY (`what` it does) on the previous version's key of `call`. */
+  #previousKey(call: StoreCall, what: 'GET' | 'ZRANGE' | 'DEL', done: (reply: unknown) => void, failed: (error: unknown) => void): void {
+    runScript(this.#scriptClient, PREVIOUS_KEY, [call.storeKey], [what], done, failed, () => {});
+  }
+
+  /**
+   * True when `redisKey` is being adopted: then `call` waits for the adoption to end, and goes
+   * alone. It waits in its place in the order sent (`order`): a call sent before others, beside
+   * the round, may find the key absent after they were told to wait.
+   */
+  #waited(call: StoreCall, redisKey: string, order: number): boolean {
+    const waiting = this.#adopting.get(redisKey);
+    if (waiting === undefined) return false;
+    let at = waiting.length;
+    while (at > 0 && waiting[at - 1]!.order > order) at--;
+    waiting.splice(at, 0, { order, call });
+    return true;
+  }
+
+  /**
+   * Sends the calls that waited for an adoption of `redisKey`, in their order: each run of
+   * decisions as batches of at most MAX_BATCH (as the coalescer sends them), each operation alone.
+   * One script call per waiting call would put dozens on the wire at once, and a client may not
+   * keep so many in order: Valkey GLIDE runs a hundred commands sent together in another order.
+   * A call answered by its timeout meanwhile is not sent, as the BatchSender drops such calls.
+   */
+  #resend(waiting: readonly Waiting[], redisKey: string): void {
+    let batch: SenderCall[] = [];
+    const flush = () => {
+      if (batch.length > 0) this.#sender.send(batch, UNROUNDED);
+      batch = [];
+    };
+    for (const { order, call } of waiting) {
+      if (call.answered) continue;
+      if (call.op !== 'decide') {
+        flush();
+        this.#alone(call, redisKey, order);
+        continue;
+      }
+      batch.push(new SenderCall(call, redisKey, order, this.#adopt));
+      if (batch.length === MAX_BATCH) flush();
+    }
+    flush();
   }
 }
 

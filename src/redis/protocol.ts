@@ -61,13 +61,33 @@ function perCallRules(calls: readonly BatchCall[], split: number): string[] {
   return [String(-index.size), String(split), ...rules, ...chosen];
 }
 
-/** What a script does to one key besides deciding. */
-export type KeyOperation = 'peek' | 'reserve' | 'charge' | 'refund' | 'block' | 'reset' | 'extend';
+/**
+ * What a script does to one key besides deciding in a batch; `decide` is a decision sent alone (a
+ * cluster's second try, see {@link GIVEN_SPLIT}).
+ */
+export type KeyOperation = 'decide' | 'peek' | 'reserve' | 'charge' | 'refund' | 'block' | 'reset' | 'extend';
+
+/**
+ * The split of a call on a cluster: the previous version's key is in another slot, so a call that
+ * finds its key absent answers {@link ABSENT} instead of deciding, and the engine reads that key.
+ */
+export const CLUSTER_SPLIT = -1;
+
+/**
+ * The split of a cluster's second try of a call that answered {@link ABSENT}: its arguments start
+ * with what the engine read of the previous key (its value and its PTTL, -2 for no key), adopted
+ * only if the key is still absent.
+ */
+export const GIVEN_SPLIT = -2;
+
+/** A script's answer for a key absent on a cluster (see {@link CLUSTER_SPLIT}). */
+export const ABSENT = 'N';
 
 /**
  * An operation's KEYS and ARGV: its name, the caller's reading ('' for the server's clock; any for a
- * reset), `split`, the rule, then its own arguments: permits for peek and charge, permits and the
- * receipt id for reserve and refund, the duration for block, none for reset.
+ * reset), `split`, the rule, then its own arguments: permits for decide, peek and charge, permits
+ * and the receipt id for reserve and refund, the duration for block, none for reset (after what
+ * the engine read, on a cluster's second try).
  */
 export function operationArguments(redisKey: string, operation: KeyOperation, reading: string, split: number, rule: Rule, rest: readonly string[]): ScriptArguments {
   return { keys: [redisKey], args: [operation, reading, String(split), String(rule.limit), String(rule.windowMs), ...rest] };
@@ -76,7 +96,7 @@ export function operationArguments(redisKey: string, operation: KeyOperation, re
 /**
  * How many bytes of a key the previous version's layout put the rule after (the client's own key
  * prefix, the limiter's prefix, name and algorithm), so that the scripts can find what it wrote
- * (DESIGN-24 D3); 0 where they must not look (a cluster, where the two keys are in different slots).
+ * (DESIGN-24 D3). Not on a cluster, where the two keys are in different slots (see {@link CLUSTER_SPLIT}).
  */
 export function legacySplit(keyPrefix: string): number {
   return new TextEncoder().encode(keyPrefix).length;
@@ -88,15 +108,19 @@ export function receiptId(): string {
 }
 
 /**
- * A batch's reply: one decision per call, each with its own rule's limit, or the error of that key.
- * A reply of any other shape (a wrongly wired adapter, a foreign script) throws, and is a store
- * error for every call of the batch.
+ * A batch's reply: one decision per call, each with its own rule's limit, the error of that key, or
+ * {@link ABSENT} (on a cluster). A reply of any other shape (a wrongly wired adapter, a foreign
+ * script) throws, and is a store error for every call of the batch.
  */
-export function batchDecisions(reply: unknown, calls: readonly BatchCall[]): (Decision | Error)[] {
+export function batchDecisions(reply: unknown, calls: readonly BatchCall[]): (Decision | Error | typeof ABSENT)[] {
   if (!Array.isArray(reply) || reply.length !== calls.length) throw unexpectedReply(reply, 'Redis');
-  const results: (Decision | Error)[] = [];
+  const results: (Decision | Error | typeof ABSENT)[] = [];
   for (let i = 0; i < calls.length; i++) {
     const entry: unknown = reply[i];
+    if (entry === ABSENT) {
+      results.push(ABSENT);
+      continue;
+    }
     const result = readDecision(entry, calls[i]!.rule.limit);
     if (result instanceof Error && !(typeof entry === 'string' && entry.startsWith('E '))) throw result;
     results.push(result);
@@ -116,4 +140,13 @@ export function operationDone(reply: unknown, limit: number): boolean {
   if (reply === 'OK') return true;
   if (reply === 'NO') return false;
   throw typeof reply === 'string' && reply.startsWith('E ') ? (readDecision(reply, limit) as Error) : unexpectedReply(reply, 'Redis');
+}
+
+/**
+ * What the previous version wrote under a key, as `PREVIOUS_KEY` (src/redis/scripts.ts) read it on a
+ * cluster, for a second try ({@link GIVEN_SPLIT}): its value and its PTTL (-2 for no key).
+ */
+export function previousKeyArguments(reply: unknown): [string, string] {
+  if (Array.isArray(reply) && reply.length === 2 && typeof reply[0] === 'string' && (typeof reply[1] === 'number' || typeof reply[1] === 'bigint')) return [reply[0], String(reply[1])];
+  throw unexpectedReply(reply, 'Redis');
 }

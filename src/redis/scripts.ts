@@ -50,11 +50,33 @@ export function script(source: string): LuaScript {
 export interface ScriptPlan {
   readonly script: LuaScript;
   readonly ruleArgs: (rule: Rule) => string[];
+  /** How {@link PREVIOUS_KEY} reads what the previous version stored: a string, or the log's sorted set. */
+  readonly previous: 'GET' | 'ZRANGE';
 }
 
-function plan(source: string): ScriptPlan {
-  return { script: script(withConstants(source)), ruleArgs: (rule) => batchArguments([{ redisKey: '', permits: 1, now: 0, rule }], 0, false).args };
+function plan(source: string, previous: ScriptPlan['previous'] = 'GET'): ScriptPlan {
+  return { script: script(withConstants(source)), ruleArgs: (rule) => batchArguments([{ redisKey: '', permits: 1, now: 0, rule }], 0, false).args, previous };
 }
+
+/**
+ * On a cluster, the previous version's key (another slot than the key's): ARGV[1] `GET` reads a
+ * string as hex (a reply's bytes would not survive the clients' decoding as text, nor ARGV's
+ * encoding), `ZRANGE` a sorted set as its members and scores, space-separated; either replies that
+ * and the key's PTTL (-2 for no key), and fails as the standalone script would for a key of
+ * another type (WRONGTYPE). `DEL` deletes it once adopted.
+ */
+export const PREVIOUS_KEY = script(`
+local key = KEYS[1]
+if ARGV[1] == 'DEL' then return redis.call('DEL', key) end
+local value
+if ARGV[1] == 'ZRANGE' then
+  value = table.concat(redis.call('ZRANGE', key, 0, -1, 'WITHSCORES'), ' ')
+else
+  value = redis.call('GET', key)
+  value = value and string.gsub(value, '.', function(c) return string.format('%02x', string.byte(c)) end) or ''
+end
+return { value, redis.call('PTTL', key) }
+`);
 
 const bucket = plan(stringScript(BUCKET));
 
@@ -63,7 +85,7 @@ export const plans: Readonly<Record<RedisAlgorithm, ScriptPlan>> = {
   'token-bucket': bucket,
   'leaky-bucket': bucket,
   'fixed-window': plan(stringScript(FIXED_WINDOW)),
-  'sliding-window-log': plan(SLIDING_WINDOW_LOG),
+  'sliding-window-log': plan(SLIDING_WINDOW_LOG, 'ZRANGE'),
   'sliding-window-counter': plan(stringScript(SLIDING_WINDOW_COUNTER)),
 };
 
@@ -85,6 +107,6 @@ const leased = new Map<StringCodec | 'sliding-window-log', ScriptPlan>();
 export function leasePlan(algorithm: RedisAlgorithm | undefined): ScriptPlan {
   const codec = algorithm === undefined ? IN_FLIGHT_ALONE : algorithm === 'sliding-window-log' ? algorithm : LEASED[algorithm];
   let made = leased.get(codec);
-  if (made === undefined) leased.set(codec, (made = plan(codec === 'sliding-window-log' ? leasedSlidingWindowLog() : stringScript(codec, true))));
+  if (made === undefined) leased.set(codec, (made = codec === 'sliding-window-log' ? plan(leasedSlidingWindowLog(), 'ZRANGE') : plan(stringScript(codec, true))));
   return made;
 }

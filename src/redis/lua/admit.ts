@@ -8,7 +8,8 @@ import { LEGACY_KEY } from './prelude';
  *
  * KEYS are the parts' keys, in order. ARGV holds per part the index of its script in `sources`,
  * the count of its reservation's arguments, then those arguments (an operation of
- * src/redis/protocol.ts: 'reserve', reading, split, limit, windowMs, permits, receipt id).
+ * src/redis/protocol.ts: 'reserve', reading, split, limit, windowMs, permits, receipt id; on a
+ * cluster's second try, what was read of the previous key before the permits, see src/redis/joint.ts).
  *
  * Each part is reserved in turn, its key's value kept first (DUMP and PTTL; for a key not stored
  * yet, the previous version's key it may adopt, see stringScript). After the first refusal the
@@ -49,8 +50,8 @@ for i = 1, #KEYS do
   local args = { unpack(ARGV, at + 2, at + 1 + count) }
   at = at + 2 + count
   if refused then
-    -- A peek takes the reservation's arguments up to its permits, and no receipt.
-    args[1], args[7] = 'peek', nil
+    -- A peek takes the reservation's arguments up to its permits, and no receipt (the last).
+    args[1], args[#args] = 'peek', nil
     reply[i] = script({ key }, args)
   else
     local was = { kept(key) }

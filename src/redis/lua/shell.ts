@@ -1,3 +1,4 @@
+import { ABSENT, CLUSTER_SPLIT, GIVEN_SPLIT } from '../protocol';
 import { FOREIGN, LEGACY_KEY, PRELUDE } from './prelude';
 
 /**
@@ -36,9 +37,11 @@ export interface StringCodec {
  * what the old state counts as used, debt included, charged to a fresh state under the new rule;
  * the block kept, the receipts voided). A key absent under its name is looked for under the
  * previous version's name for the call's rule (the key less its first `split` bytes, then
- * `limit/windowMs:`, then the rest): what it counted and its block are adopted and it is deleted
- * (only where the script may reach it: not on a cluster, where `split` is 0). A peek does both in
- * its answer and writes nothing.
+ * `limit/windowMs:`, then the rest): what it counted and its block are adopted and it is deleted.
+ * On a cluster that key is in another slot, out of the script's reach: there the call answers
+ * absent (`N`), the engine reads the previous key in its own slot and sends the call again with
+ * what it read, which is adopted only if the key is still absent (so two processes never adopt it
+ * twice), and the engine deletes the previous key. A peek does both in its answer and writes nothing.
  */
 export function stringScript(codec: StringCodec, leases = false): string {
   const n = codec.body.length;
@@ -86,20 +89,33 @@ end
 ${codec.rest}
 -- The key as stored: its state under the call's rule r (carried over from another rule, or adopted
 -- from the previous version's key), block end and receipts; state is what GET gave, when read.
--- Writes nothing.
+-- Writes nothing. split: where the previous key's name puts the rule (0 nowhere; on a cluster, the
+-- first try, or on the second what the engine read of that key, see dispatch).
 function load(key, r, now, split, state)
   local s = { block = -math.huge, rc = {}, ${leases ? 'ls = {}, ' : ''}expires = -math.huge, dirty = false, kept = 0, size = 0 }
   if state == nil then state = redis.call('GET', key) end
   if not state then
     s.body = { fresh(r) }
     if split == 0 then return s end
-    local old_key = legacy_key(key, r, split)
-    local old = redis.call('GET', old_key)
-    if not old then return s end
+    local old, old_key
+    if type(split) == 'table' then
+      -- A cluster's second try: the previous key as the engine read it in its own slot, in hex, and
+      -- its PTTL (-2: no key); the engine deletes it once this call has adopted it.
+      if split[2] == -2 then return s end
+      old, s.kept = string.gsub(split[1], '%x%x', function(x) return string.char(tonumber(x, 16)) end), split[2]
+    elseif split == ${CLUSTER_SPLIT} then
+      -- A cluster's first try: the previous key is in another slot, which the engine reads.
+      error('${ABSENT}', 0)
+    else
+      old_key = legacy_key(key, r, split)
+      old = redis.call('GET', old_key)
+      if not old then return s end
+      s.kept, s.legacy = redis.call('PTTL', old_key), old_key
+    end
     local v = { legacy(r, old) }
     s.body, s.block = { unpack(v, 1, ${n}) }, v[${n + 1}]
     if not (valid(r, unpack(s.body)) and s.block == s.block and s.block < math.huge) then ${FOREIGN} end
-    s.kept, s.legacy, s.dirty = redis.call('PTTL', old_key), old_key, true
+    s.dirty = true
     return s
   end
   local length = #state
@@ -179,6 +195,10 @@ function take(key, r, now, permits, server_now, split, id, state)
 end
 
 function operations(OPERATIONS, decision)
+  -- A decision sent alone: a cluster's second try of a key it found absent.
+  function OPERATIONS.decide(key, r, now, server_now, split, permits)
+    return decision(take(key, r, now, tonumber(permits), server_now, split))
+  end
   function OPERATIONS.peek(key, r, now, server_now, split, permits)
     local s = load(key, r, now, split)
     local granted, remaining, retry, reset = decide(r, now, tonumber(permits), unpack(s.body))
@@ -297,8 +317,8 @@ end
  * that `decide_key` answered nil, and the operations.  ARGV[1] is either a number (a batch of
  * decisions, below) or the name of an operation on one key (a letter).
  *
- * A batch of calls under one rule: ARGV[1] the legacy split (see stringScript; 0 for none), then
- * the rule's limit and windowMs. Under several: ARGV[1] minus their number, ARGV[2] the split, each
+ * A batch of calls under one rule: ARGV[1] the legacy split (see stringScript; 0 for none; -1 on a
+ * cluster, where a key absent answers `N`), then the rule's limit and windowMs. Under several: ARGV[1] minus their number, ARGV[2] the split, each
  * rule's limit and windowMs, then the index of each key's rule. Then the permits, one per key,
  * left out when all are 1 and the server's clock decides; then, when the caller's clock decides,
  * its readings in ms, one per key. Without readings the server's clock decides, read once per
@@ -310,7 +330,10 @@ end
  *
  * An operation: ARGV[2] the caller's reading ('' for the server's clock), ARGV[3] the split,
  * ARGV[4..5] the rule, then its arguments (permits, then a receipt id for reserve and refund, or a
- * block's duration). Replies a decision as above, 'OK', or 'E message'.
+ * block's duration). Replies a decision as above, 'OK', 'N' (absent, on a cluster), or 'E
+ * message'. A cluster's second try of a call that answered `N` (a decision goes as the operation
+ * `decide`) has the split -2, then ARGV[6..7] what the engine read of the previous key (its value and
+ * PTTL, -2 for no key), then the operation's arguments.
  */
 export function dispatch(hot: string): string {
   // rare is called where the loop's own locals are in scope: a name of both would pass the wrong value.
@@ -324,7 +347,7 @@ ${operation(hot, false)}
 end
 local count = #KEYS
 local split, r, base, chosen, each = tonumber(ARGV[1]), nil, 3, nil, nil
-if split >= 0 then
+if split >= ${CLUSTER_SPLIT} then
   r = prepare(tonumber(ARGV[2]), tonumber(ARGV[3]))
 else
   -- Calls under several rules: -(their number), the split, the rules, then each key's rule.
@@ -349,7 +372,7 @@ for i = 1, count do
     ok, granted, remaining, retry, reset = pcall(take, KEYS[i], r, now, permits, server_now, split, nil, remaining)
   end
   if not ok then
-    reply[i] = 'E ' .. tostring(type(granted) == 'table' and granted.err or granted)
+    reply[i] = granted == '${ABSENT}' and granted or 'E ' .. tostring(type(granted) == 'table' and granted.err or granted)
   elseif granted then
     reply[i] = format('A %d %d', remaining, reset)
   else
@@ -651,8 +674,14 @@ function operation(hot: string, leases: boolean): string {
     "if not operation then return 'E unknown operation ' .. ARGV[1] end",
     'local now = server_now',
     "if ARGV[2] ~= '' then now = tonumber(ARGV[2]) end",
-    `local ok, reply = pcall(operation, KEYS[1], prepare(tonumber(ARGV[4]), tonumber(ARGV[5])), now, server_now, tonumber(ARGV[3]), ARGV[6], ARGV[7]${leases ? ', tonumber(ARGV[8]), tonumber(ARGV[9])' : ''})`,
-    "if not ok then return 'E ' .. tostring(type(reply) == 'table' and reply.err or reply) end",
+    'local split, at = tonumber(ARGV[3]), 6',
+    "-- A cluster's second try (split -2): what the engine read of the previous key, then the arguments.",
+    `if split == ${GIVEN_SPLIT} then split, at = { ARGV[6], tonumber(ARGV[7]) }, 8 end`,
+    `local ok, reply = pcall(operation, KEYS[1], prepare(tonumber(ARGV[4]), tonumber(ARGV[5])), now, server_now, split, ARGV[at], ARGV[at + 1]${leases ? ', tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])' : ''})`,
+    'if not ok then',
+    `  if reply == '${ABSENT}' then return reply end`,
+    "  return 'E ' .. tostring(type(reply) == 'table' and reply.err or reply)",
+    'end',
     'return reply',
   ];
   return lines.map((line) => (leases ? line : `  ${line}`)).join('\n');

@@ -1,3 +1,4 @@
+import { ABSENT, CLUSTER_SPLIT } from '../protocol';
 import { dispatch, leaseDispatch, leasePieces, topLevelLocals } from './shell';
 import { LEGACY_KEY, PRELUDE } from './prelude';
 
@@ -146,7 +147,7 @@ const DECIDE_KEY = `
 -- other answers nil, for take. A key not yet stored is created here unless the previous version's may exist.
 local function decide_key(key, r, now, permits, server_now, split)
   local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
-  if meta ~= r.tag and (meta or total > 0 or (split > 0 and call('EXISTS', legacy_key(key, r, split)) == 1)) then
+  if meta ~= r.tag and (meta or total > 0 or split == ${CLUSTER_SPLIT} or (split > 0 and call('EXISTS', legacy_key(key, r, split)) == 1)) then
     return nil
   end
   local live = total - base
@@ -271,13 +272,26 @@ end
 -- and receipts. A log counted under another rule is replaced by one grant now of what it counted
 -- (up to r's debt bound), keeping its block; the previous version's log (for r) is renamed to the
 -- key, its meta member ('meta:<block end>:<stamp>') replaced. With writes false (a peek) nothing is
--- written: a carried log answers with its count (the last value), an adopted one with its key.
+-- written: a carried log answers with its count (the fifth value), an adopted one with its key (on a
+-- cluster the key itself, holding the log given until the peek removes it: the sixth value).
+-- split as in the string shell's load.
 function load(key, r, now, split, writes)${leases ? '\n  ls = {}' : ''}
   local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   if not head[1] then
     if split == 0 then return nil, -math.huge, {}, key end
-    local old_key = legacy_key(key, r, split)
-    local first = redis.call('ZRANGE', old_key, 0, 0, 'WITHSCORES')
+    local old_key, first
+    if type(split) == 'table' then
+      -- A cluster's second try: the previous log as the engine read it in its own slot, members and
+      -- scores space-separated, and its PTTL (-2: no key, and so no members).
+      first = {}
+      for member, score in string.gmatch(split[1], '(%S+) (%S+)') do first[#first + 1], first[#first + 2] = member, score end
+    elseif split == ${CLUSTER_SPLIT} then
+      -- A cluster's first try: the previous log is in another slot, which the engine reads.
+      error('${ABSENT}', 0)
+    else
+      old_key = legacy_key(key, r, split)
+      first = redis.call('ZRANGE', old_key, 0, 0, 'WITHSCORES')
+    end
     if not first[1] then return nil, -math.huge, {}, key end
     local block = -math.huge
     if first[2] == '-inf' then
@@ -286,14 +300,23 @@ function load(key, r, now, split, writes)${leases ? '\n  ls = {}' : ''}
     else
       grant(first[1])
     end
-    if not writes then return nil, block, {}, old_key end
-    redis.call('RENAME', old_key, key)
+    if old_key then
+      if not writes then return nil, block, {}, old_key end
+      redis.call('RENAME', old_key, key)
+    else
+      -- Written to the key as RENAME would (the engine deletes the previous log once adopted); a
+      -- peek removes it again before it ends.
+      for i = 1, #first, 2 do redis.call('ZADD', key, first[i + 1], first[i]) end
+      if split[2] > 0 then redis.call('PEXPIRE', key, ms(split[2])) end
+      if not writes then return nil, block, {}, key, nil, true end
+    end
     -- The new meta member goes in before the previous one leaves: a log of nothing else would be
     -- deleted in between, and its expiry with it.
     local member = meta_text(r, block, {})
     redis.call('ZADD', key, '-inf', member)
     if first[2] == '-inf' then redis.call('ZREM', key, first[1]) end
-    return member, block, {}, key
+    -- On a cluster the key expires no earlier than the previous one, whose delete may be lost.
+    return member, block, {}, key, nil, nil, not old_key and split[2] or 0
   end
   if head[2] ~= '-inf' then not_ours() end
   local member = head[1]
@@ -331,7 +354,7 @@ end
 ${leases ? LEASED_PIECES : ''}
 -- tryAcquire (id nil) or reserve (id the caller's receipt id) on any key.
 function take(key, r, now, permits, server_now, split, id${leases ? ', limit, lease' : ''})
-  local member, block, rc = load(key, r, now, split, true)
+  local member, block, rc, _, _, _, outlive = load(key, r, now, split, true)
   local ok, remaining, retry, reset, at, newest, newest_size, total, base, expired = evaluate(key, r, now, permits)${
     leases
       ? `
@@ -348,14 +371,22 @@ function take(key, r, now, permits, server_now, split, id${leases ? ', limit, le
     if #rc > 2 * MAX_RECEIPTS then table.remove(rc, 1) table.remove(rc, 1) end
   end${leases ? '\n  place(s, id, permits, now + lease)' : ''}
   set_meta(key, member, meta_text(r, block, rc))
-  ${pexpire('math.max(reset, math.ceil(block - now))', leases)}
+  ${pexpire('math.max(reset, math.ceil(block - now), outlive or 0)', leases)}
   return ok, remaining, retry, reset${leases ? ', bound' : ''}
 end
 
-function operations(OPERATIONS, decision)
+function operations(OPERATIONS, decision)${
+    leases
+      ? ''
+      : `
+  -- A decision sent alone: a cluster's second try of a key it found absent.
+  function OPERATIONS.decide(key, r, now, server_now, split, permits)
+    return decision(take(key, r, now, tonumber(permits), server_now, split))
+  end`
+  }
   function OPERATIONS.peek(key, r, now, server_now, split, permits${leases ? ', _, limit, lease' : ''})
     permits = tonumber(permits)
-    local _, block, _, source, carried = load(key, r, now, split, false)
+    local _, block, _, source, carried, given = load(key, r, now, split, false)
     ${
       leases
         ? `local ok, bound, remaining, retry, reset, least = combined(r, { body = { source, carried, now }, ls = ls }, now, permits, limit, lease)`
@@ -368,6 +399,7 @@ function operations(OPERATIONS, decision)
       ok, remaining, retry, reset = evaluate(source, r, now, permits)
     end`
     }
+    if given then redis.call('DEL', key) end
     if block > now then return decision(blocked(block, now, retry, reset${leases ? ', bound, least' : ''})) end
     return decision(ok, remaining, retry, reset${leases ? ', bound, least' : ''})
   end
@@ -380,7 +412,7 @@ function operations(OPERATIONS, decision)
   -- With an id, the charge settles that reservation above what it reserved: its receipt goes.
   function OPERATIONS.charge(key, r, now, server_now, split, permits, id${leases ? ', limit, lease' : ''})
     permits, id = tonumber(permits), tonumber(id)
-    local member, block, rc = load(key, r, now, split, true)${leases ? '\n    release({ ls = ls }, id)' : ''}
+    local member, block, rc, _, _, _, outlive = load(key, r, now, split, true)${leases ? '\n    release({ ls = ls }, id)' : ''}
     for k = #rc / 2, 1, -1 do if rc[2 * k - 1] == id then table.remove(rc, 2 * k - 1) table.remove(rc, 2 * k - 1) end end
     local meta, at, newest, newest_size, total, base, expired = view(key, r.window, now)
     local live = total - base
@@ -411,7 +443,7 @@ function operations(OPERATIONS, decision)
     log_grant(key, r.window, logged, at, newest, newest_size, total, base, expired)
     set_meta(key, member, meta_text(r, block, rc))
     local reset = math.ceil(r.window)
-    ${pexpire('math.max(reset, math.ceil(block - now))', leases)}
+    ${pexpire('math.max(reset, math.ceil(block - now), outlive or 0)', leases)}
     return ${leases ? 'decision(settled(key, r, now, limit, lease))' : 'decision(true, math.max(0, r.limit - kept - logged), 0, reset)'}
   end
   -- Takes up to permits off the grant logged at the receipt's time, while it is in the window: that
