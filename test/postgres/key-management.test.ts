@@ -107,8 +107,10 @@ function perStateTwin(clock: ManualClock, create: () => AccountingAlgorithm): Tw
         if (receipt === undefined) return decision;
         if (settled) throw Object.assign(new Error('already settled'), { code: 'ERR_RATEKEEPER_ALREADY_SETTLED' });
         settled = true;
+        // As KeyedRateLimiter#settle: settled at or past the reservation, the refund of nothing still
+        // releases the receipt (and brings the state to the reading).
+        if (states.get(key) === granted) granted!.refund(clock.now(), receipt, actual < permits ? permits - actual : 0);
         if (actual > permits) return charge(key, actual - permits);
-        if (states.get(key) === granted && actual < permits) granted!.refund(clock.now(), receipt, permits - actual);
         return (states.get(key) ?? create()).peek(clock.now(), 0);
       };
       return { decision, settle, cancel: () => void settle(0) };
