@@ -5,7 +5,7 @@ import type { Flight } from '../store/coalescer';
 import type { JointEngine, StoreCall, StoreEngine } from '../store/engine';
 import { BatchSender, type Call } from './batch-sender';
 import { clientKeyPrefix, isClientClosed, isClusterClient, runScript, type RedisScriptClient } from './client';
-import { type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, receiptId } from './protocol';
+import { type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, ownRule, receiptId } from './protocol';
 import { RedisJoint } from './joint';
 import { startUp } from './readiness';
 import type { LuaScript, ScriptPlan } from './scripts';
@@ -163,6 +163,10 @@ export class RedisEngine implements StoreEngine {
         if (op === 'block' || op === 'reset' || op === 'extend') {
           const held = operationDone(reply, rule.limit);
           call.answer(undefined, op === 'extend' ? held : undefined);
+        } else if (op === 'refund') {
+          // Answered under the key's own rule, which the reply names when it is not the call's.
+          const own = ownRule(reply);
+          call.answer(operationDecision(own.rest, (own.rule ?? rule).limit, concurrency !== undefined), undefined, own.rule);
         } else {
           const decision = operationDecision(reply, rule.limit, concurrency !== undefined);
           if (op === 'reserve' && decision.allowed) call.answer(decision, receipt);

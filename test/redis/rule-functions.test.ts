@@ -8,6 +8,7 @@ import { withRateLimit } from '../../src/http';
 import { RedisRateLimiter, type RuleOf } from '../../src/redis';
 import { algorithmNames, twins } from './helpers/algorithms';
 import { redisPort, uniquePrefix, useIoredis } from './helpers/clients';
+import { staleLeases, staleSettles } from '../support/stale-settle';
 
 const plans: Record<string, Rule> = { free: new Rule(2, 60_000), pro: new Rule(5, 3_600_000) };
 const planOf = (key: string): Rule => plans[key.split(':')[0]!]!;
@@ -38,6 +39,18 @@ describe.skipIf(!redisPort)('rules per key over Redis', () => {
         expect(await limiter.tryAcquire(key), `step ${step} ${key}`).toEqual(twin.tryAcquire(key));
       }
       expect(await limiter.peek('pro:b', 0)).toEqual(twin.peek('pro:b', 0));
+    });
+  }
+
+  for (const algorithm of algorithmNames) {
+    test(`${algorithm}: a settle or cancel of a reservation made under the key's old rule keeps the key under its new rule, as the reconfigured twin`, async () => {
+      const { store, memory } = await staleSettles(algorithm, (rule, clock) => new RedisRateLimiter({ client, algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('stale-settle') }));
+      expect(store).toStrictEqual(memory);
+    });
+
+    test(`${algorithm}: with concurrency, a lease taken under the key's old rule is extended, settled and cancelled under its new rule, as the reconfigured twin`, async () => {
+      const { store, memory } = await staleLeases(algorithm, (rule, clock, concurrency) => new RedisRateLimiter({ client, algorithm, rule, concurrency, onStoreError: 'deny', clock, prefix: uniquePrefix('stale-lease') }));
+      expect(store).toStrictEqual(memory);
     });
   }
 

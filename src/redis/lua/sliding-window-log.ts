@@ -207,7 +207,8 @@ ${leasePieces(true)}`;
 /** Holds lease id until now + ms if it is still held ('OK'), else changes nothing ('NO'). */
 const LEASED_EXTEND = `
   function OPERATIONS.extend(key, r, now, server_now, split, duration, id)
-    local member, block, rc = load(key, r, now, split, true)
+    local member, block, rc, _, _, own = load(key, r, now, split, true, true)
+    r = own or r
     local s = { ls = ls }
     id = tonumber(id)
     for k = 1, #ls, 3 do
@@ -271,8 +272,10 @@ end
 -- and receipts. A log counted under another rule is replaced by one grant now of what it counted
 -- (up to r's debt bound), keeping its block; the previous version's log (for r) is renamed to the
 -- key, its meta member ('meta:<block end>:<stamp>') replaced. With writes false (a peek) nothing is
--- written: a carried log answers with its count (the last value), an adopted one with its key.
-function load(key, r, now, split, writes)${leases ? '\n  ls = {}' : ''}
+-- written: a carried log answers with its count (the fifth value), an adopted one with its key.
+-- With stays (a refund, an extension: they never change a key's rule), a log counted under another
+-- rule is read under that rule, the sixth value, and not carried over.
+function load(key, r, now, split, writes, stays)${leases ? '\n  ls = {}' : ''}
   local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   if not head[1] then
     if split == 0 then return nil, -math.huge, {}, key end
@@ -300,6 +303,7 @@ function load(key, r, now, split, writes)${leases ? '\n  ls = {}' : ''}
   if member == r.tag then return member, -math.huge, {}, key end
   local limit, window, block, rc = meta_of(member${leases ? ', now' : ''})
   if limit == r.limit and window == r.window then return member, block, rc, key end
+  if stays then return member, block, rc, key, nil, prepare(limit, window) end
   local _, _, _, _, total, base = view(key, window, now)
   local carried = math.min(total - base, r.bound)
   if not writes then return nil, block, {}, key, carried end
@@ -416,9 +420,10 @@ function operations(OPERATIONS, decision)
   end
   -- Takes up to permits off the grant logged at the receipt's time, while it is in the window: that
   -- member and every later one count that many fewer, and a member left with none goes. Answers the
-  -- state now, the block aside, as a settle does.
+  -- state now, the block aside, as a settle does; under the key's own rule (see the string shell's dispatch).
   function OPERATIONS.refund(key, r, now, server_now, split, permits, id${leases ? ', limit, lease' : ''})
-    local member, block, rc = load(key, r, now, split, true)
+    local member, block, rc, _, _, own = load(key, r, now, split, true, true)
+    r = own or r
     permits, id = tonumber(permits), tonumber(id)
     local i
     for k = 1, #rc / 2 do if rc[2 * k - 1] == id then i = k end end${
@@ -447,7 +452,7 @@ function operations(OPERATIONS, decision)
         end
       end
     end
-    return ${leases ? 'decision(settled(key, r, now, limit, lease))' : 'decision(evaluate(key, r, now, 0))'}
+    return ${leases ? 'decision(settled(key, r, now, limit, lease))' : 'decision(evaluate(key, r, now, 0))'}, own
   end
   function OPERATIONS.block(key, r, now, server_now, split, duration)
     local member, block, rc = load(key, r, now, split, true)
