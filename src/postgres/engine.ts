@@ -20,6 +20,7 @@ import {
   receiptId,
   replyNumbers,
   type RowKeyHeads,
+  ownRule,
   ruleNumbers,
   type SentCall,
   type Statements,
@@ -178,21 +179,29 @@ export class PostgresEngine implements StoreEngine {
   /**
    * Answers an operation from its reply's numbers: a decision (a granted reservation's with its
    * receipt, the id sent), or none; an extension whether its lease was still held. With an
-   * in-flight limit a decision's fourth number is its limit: the binding part's.
+   * in-flight limit a decision's fourth number is its limit: the binding part's. A refund on a key
+   * counted under another rule than the call's acted under the key's own, whose limit and windowMs
+   * follow (its decision reports that rule).
    */
   #answer(call: StoreCall, reply: readonly string[]): void {
     if (call.op === 'block' || call.op === 'reset') return call.answer(undefined);
     if (call.op === 'extend') return reply.length === 1 && (reply[0] === '1' || reply[0] === '0') ? call.answer(undefined, reply[0] === '1') : call.fail(unexpectedReply(reply, 'PostgreSQL'));
     const leased = call.concurrency !== undefined;
     let decision: Decision;
+    let own: Rule | undefined;
     try {
-      const limit = leased ? Number(reply[3]) : call.rule.limit;
-      if (leased && (reply.length !== 4 || !Number.isSafeInteger(limit))) throw unexpectedReply(reply, 'PostgreSQL');
-      decision = toDecision(checkReply(reply.length === 3 || leased ? reply.slice(0, 3) : [reply], 1, 'PostgreSQL'), 0, limit);
+      let numbers = reply;
+      if (call.op === 'refund' && reply.length === (leased ? 6 : 5)) {
+        own = ownRule(reply.slice(-2));
+        numbers = reply.slice(0, -2);
+      }
+      const limit = leased ? Number(numbers[3]) : (own ?? call.rule).limit;
+      if (leased && (numbers.length !== 4 || !Number.isSafeInteger(limit))) throw unexpectedReply(reply, 'PostgreSQL');
+      decision = toDecision(checkReply(numbers.length === 3 || leased ? numbers.slice(0, 3) : [reply], 1, 'PostgreSQL'), 0, limit);
     } catch (error) {
       return call.fail(error);
     }
-    call.answer(decision, call.op === 'reserve' && decision.allowed ? call.sent : undefined);
+    call.answer(decision, call.op === 'reserve' && decision.allowed ? call.sent : undefined, own);
   }
 
   /** Fails each call not yet answered (the layer answers a decision by the outage policy). */

@@ -13,6 +13,7 @@ import { algorithmNames, twins } from '../redis/helpers/algorithms';
 import { postgresPort } from '../stores/support/postgres-store';
 import { migratedSchema } from './helpers/schema';
 import { sqlCalls } from './helpers/sql-calls';
+import { staleLeases, staleSettles } from '../support/stale-settle';
 
 // Windows of 20 s and more: rows expire on the server's clock, which moves a few seconds per run.
 const smallRules = fc.record({ limit: fc.integer({ min: 1, max: 20 }), windowMs: fc.integer({ min: 20_000, max: 200_000 }) });
@@ -164,6 +165,18 @@ describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
     expect(await sql.peek('k', 0, clock.now(), a)).toStrictEqual(underB.peek('k', 0));
     expect(await sql.acquire('k', 1, clock.now(), a)).toStrictEqual(underB.tryAcquire('k', 1));
   });
+
+  for (const algorithm of algorithmNames) {
+    test(`${algorithm}: a settle or cancel of a reservation made under the key's old rule keeps the key under its new rule, as the reconfigured twin`, async () => {
+      const { store, memory } = await staleSettles(algorithm, (rule, clock) => new PostgresRateLimiter({ client: made.pool, schema: made.schema, algorithm, rule, onStoreError: 'deny', clock, prefix: `${Math.random()}:` }));
+      expect(store).toStrictEqual(memory);
+    });
+
+    test(`${algorithm}: with concurrency, a lease taken under the key's old rule is extended, settled and cancelled under its new rule, as the reconfigured twin`, async () => {
+      const { store, memory } = await staleLeases(algorithm, (rule, clock, concurrency) => new PostgresRateLimiter({ client: made.pool, schema: made.schema, algorithm, rule, concurrency, onStoreError: 'deny', clock, prefix: `${Math.random()}:` }));
+      expect(store).toStrictEqual(memory);
+    });
+  }
 
   test('a limiter under another rule on the same keys carries their usage over: nothing forgiven (before, its row key held the rule and the key started over)', async () => {
     const clock = new ManualClock(0);
