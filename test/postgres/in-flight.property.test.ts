@@ -7,7 +7,7 @@ import { describe, expect } from 'vitest';
 import { Concurrency, ManualClock, Rule } from '../../src/index';
 import { type PostgresAlgorithm, PostgresRateLimiter } from '../../src/postgres';
 import { algorithmNames } from '../redis/helpers/algorithms';
-import { inMemoryTwin, perKeyTwin, replay, traceStep } from '../support/in-flight-twin';
+import { inMemoryTwin, perKeyTwin, replay, ruledTraces, traceStep } from '../support/in-flight-twin';
 import { postgresPort } from '../stores/support/postgres-store';
 import { migratedSchema } from './helpers/schema';
 
@@ -19,18 +19,6 @@ const traces = fc.record({
   inFlight: fc.integer({ min: 1, max: 5 }),
   leaseMs: fc.integer({ min: 20_000, max: 90_000 }),
   steps: fc.array(traceStep, { minLength: 1, maxLength: 40, size: 'max' }),
-});
-
-/**
- * With a rule function: each reservation moves its key to the rule it picks. No resets: a refund on
- * a key not stored answers a new key under its reservation's rule, where the twin has the key's.
- */
-const ruledTraces = fc.record({
-  startMs: traces.map(({ startMs }) => startMs),
-  rules: fc.array(fc.record({ limit: fc.integer({ min: 1, max: 12 }), windowMs: fc.integer({ min: 20_000, max: 200_000 }) }), { minLength: 2, maxLength: 3 }),
-  inFlight: fc.integer({ min: 1, max: 5 }),
-  leaseMs: fc.integer({ min: 20_000, max: 90_000 }),
-  steps: fc.array(traceStep.filter(({ op }) => op !== 'reset'), { minLength: 1, maxLength: 40, size: 'max' }),
 });
 
 describe.skipIf(!postgresPort)('in-flight limits over PostgreSQL equal their in-memory twin', () => {
@@ -50,7 +38,7 @@ describe.skipIf(!postgresPort)('in-flight limits over PostgreSQL equal their in-
   }
 
   for (const algorithm of algorithmNames) {
-    test.prop([ruledTraces], { numRuns: 25 })(`${algorithm}, a rule per key: a lease taken under the key's old rule is settled, cancelled and extended under its new one, as the twin reconfigured per key`, async ({ startMs, rules, inFlight, leaseMs, steps }) => {
+    test.prop([ruledTraces(20_000)], { numRuns: 25 })(`${algorithm}, a rule per key: a lease taken under the key's old rule is settled, cancelled and extended under its new one, as the twin reconfigured per key`, async ({ startMs, rules, inFlight, leaseMs, steps }) => {
       const clock = new ManualClock(startMs);
       const ruleList = rules.map(({ limit, windowMs }) => new Rule(limit, windowMs));
       const { memoryOf, ruleOf, choose, readings } = perKeyTwin(algorithm, ruleList, inFlight, leaseMs, clock);

@@ -18,6 +18,21 @@ export const traceStep = fc.record({
 
 export type TraceStep = typeof traceStep extends fc.Arbitrary<infer T> ? T : never;
 
+/**
+ * Traces for a limiter with a rule function (see perKeyTwin), leases at least `leaseMinMs` long:
+ * each reservation moves its key to the rule it picks. Windows of 20 s and more (stores expire on
+ * their own clock). No resets: a refund on a key not stored answers a new key under its
+ * reservation's rule, where the twin has the key's.
+ */
+export const ruledTraces = (leaseMinMs: number) =>
+  fc.record({
+    startMs: fc.oneof(fc.constant(0), fc.integer({ min: 1_700_000_000_000, max: 1_900_000_000_000 })),
+    rules: fc.array(fc.record({ limit: fc.integer({ min: 1, max: 12 }), windowMs: fc.integer({ min: 20_000, max: 200_000 }) }), { minLength: 2, maxLength: 3 }),
+    inFlight: fc.integer({ min: 1, max: 5 }),
+    leaseMs: fc.integer({ min: leaseMinMs, max: 90_000 }),
+    steps: fc.array(traceStep.filter(({ op }) => op !== 'reset'), { minLength: 1, maxLength: 40, size: 'max' }),
+  });
+
 /** The twin, and the readings the store is given: the keyed twin holds every reading to the latest it has seen, on any key, and so does the store's clock. */
 export function inMemoryTwin(algorithm: keyof typeof twins | undefined, rule: Rule, inFlight: number, leaseMs: number, clock: ManualClock): { memory: KeyedRateLimiter; readings: Clock } {
   let latest = -Infinity;
