@@ -13,7 +13,7 @@ import { algorithmNames, twins } from '../redis/helpers/algorithms';
 import { postgresPort } from '../stores/support/postgres-store';
 import { migratedSchema } from './helpers/schema';
 import { sqlCalls } from './helpers/sql-calls';
-import { staleLeases, staleSettles } from '../support/stale-settle';
+import { MOVES, staleLeases, staleSettles } from '../support/stale-settle';
 
 // Windows of 20 s and more: rows expire on the server's clock, which moves a few seconds per run.
 const smallRules = fc.record({ limit: fc.integer({ min: 1, max: 20 }), windowMs: fc.integer({ min: 20_000, max: 200_000 }) });
@@ -199,13 +199,13 @@ describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
   });
 
   for (const algorithm of algorithmNames) {
-    test(`${algorithm}: a settle or cancel of a reservation made under the key's old rule keeps the key under its new rule, as the reconfigured twin`, async () => {
-      const { store, memory } = await staleSettles(algorithm, (rule, clock) => new PostgresRateLimiter({ client: made.pool, schema: made.schema, algorithm, rule, onStoreError: 'deny', clock, prefix: `${Math.random()}:` }));
+    test.each(MOVES)(`${algorithm}: a settle or cancel of a reservation made under the key's old rule keeps the key under its new rule, as the reconfigured twin (%s to %s)`, async (...move) => {
+      const { store, memory } = await staleSettles(algorithm, (rule, clock) => new PostgresRateLimiter({ client: made.pool, schema: made.schema, algorithm, rule, onStoreError: 'deny', clock, prefix: `${Math.random()}:` }), move);
       expect(store).toStrictEqual(memory);
     });
 
-    test(`${algorithm}: with concurrency, a lease taken under the key's old rule is extended, settled and cancelled under its new rule, as the reconfigured twin`, async () => {
-      const { store, memory } = await staleLeases(algorithm, (rule, clock, concurrency) => new PostgresRateLimiter({ client: made.pool, schema: made.schema, algorithm, rule, concurrency, onStoreError: 'deny', clock, prefix: `${Math.random()}:` }));
+    test.each(MOVES)(`${algorithm}: with concurrency, a lease taken under the key's old rule is extended, settled and cancelled under its new rule, as the reconfigured twin (%s to %s)`, async (...move) => {
+      const { store, memory } = await staleLeases(algorithm, (rule, clock, concurrency) => new PostgresRateLimiter({ client: made.pool, schema: made.schema, algorithm, rule, concurrency, onStoreError: 'deny', clock, prefix: `${Math.random()}:` }), move);
       expect(store).toStrictEqual(memory);
     });
   }

@@ -8,7 +8,7 @@ import { withRateLimit } from '../../src/http';
 import { RedisRateLimiter, type RuleOf } from '../../src/redis';
 import { algorithmNames, twins } from './helpers/algorithms';
 import { redisPort, uniquePrefix, useIoredis } from './helpers/clients';
-import { staleLeases, staleSettles } from '../support/stale-settle';
+import { MOVES, staleLeases, staleSettles } from '../support/stale-settle';
 
 const plans: Record<string, Rule> = { free: new Rule(2, 60_000), pro: new Rule(5, 3_600_000) };
 const planOf = (key: string): Rule => plans[key.split(':')[0]!]!;
@@ -43,13 +43,13 @@ describe.skipIf(!redisPort)('rules per key over Redis', () => {
   }
 
   for (const algorithm of algorithmNames) {
-    test(`${algorithm}: a settle or cancel of a reservation made under the key's old rule keeps the key under its new rule, as the reconfigured twin`, async () => {
-      const { store, memory } = await staleSettles(algorithm, (rule, clock) => new RedisRateLimiter({ client, algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('stale-settle') }));
+    test.each(MOVES)(`${algorithm}: a settle or cancel of a reservation made under the key's old rule keeps the key under its new rule, as the reconfigured twin (%s to %s)`, async (...move) => {
+      const { store, memory } = await staleSettles(algorithm, (rule, clock) => new RedisRateLimiter({ client, algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('stale-settle') }), move);
       expect(store).toStrictEqual(memory);
     });
 
-    test(`${algorithm}: with concurrency, a lease taken under the key's old rule is extended, settled and cancelled under its new rule, as the reconfigured twin`, async () => {
-      const { store, memory } = await staleLeases(algorithm, (rule, clock, concurrency) => new RedisRateLimiter({ client, algorithm, rule, concurrency, onStoreError: 'deny', clock, prefix: uniquePrefix('stale-lease') }));
+    test.each(MOVES)(`${algorithm}: with concurrency, a lease taken under the key's old rule is extended, settled and cancelled under its new rule, as the reconfigured twin (%s to %s)`, async (...move) => {
+      const { store, memory } = await staleLeases(algorithm, (rule, clock, concurrency) => new RedisRateLimiter({ client, algorithm, rule, concurrency, onStoreError: 'deny', clock, prefix: uniquePrefix('stale-lease') }), move);
       expect(store).toStrictEqual(memory);
     });
   }

@@ -14,15 +14,19 @@ type Algorithm = keyof typeof twins;
 /** What a store limiter under test is made with: its rule function, clock, and in-flight limit (if any). */
 export type MakeLimiter = (rule: RuleOf, clock: ManualClock, concurrency?: Concurrency) => StoreRateLimiter<RuleOf>;
 
-const A = new Rule(10, 60_000);
-const B = new Rule(4, 30_000);
+/** The rules a key moves between: small ones, and wide ones both ways (2^53 − 1 per 2^42 ms, 2^50 a day). */
+export const MOVES: readonly (readonly [Rule, Rule])[] = [
+  [new Rule(10, 60_000), new Rule(4, 30_000)],
+  [new Rule(Number.MAX_SAFE_INTEGER, Rule.MAX_WINDOW_MS), new Rule(2 ** 50, 86_400_000)],
+  [new Rule(2 ** 50, 86_400_000), new Rule(Number.MAX_SAFE_INTEGER, Rule.MAX_WINDOW_MS)],
+];
 
 /**
  * Reserves under A, moves the key to B with a call, then settles (below and above what was
  * reserved) and cancels the reservations made under A: what each side answered, in order, then the
  * key's state and a decision after, with the window each store answer was counted under.
  */
-export async function staleSettles(algorithm: Algorithm, make: MakeLimiter): Promise<{ store: unknown[]; memory: unknown[] }> {
+export async function staleSettles(algorithm: Algorithm, make: MakeLimiter, [A, B]: readonly [Rule, Rule] = MOVES[0]!): Promise<{ store: unknown[]; memory: unknown[] }> {
   const clock = new ManualClock(1_000_000);
   let rule = A;
   const limiter = make(() => rule, clock);
@@ -59,7 +63,7 @@ export async function staleSettles(algorithm: Algorithm, make: MakeLimiter): Pro
  * old lease extended past its first end (leases are carried by a rule change), settled and
  * cancelled. What each side answered, in order.
  */
-export async function staleLeases(algorithm: Algorithm, make: MakeLimiter): Promise<{ store: unknown[]; memory: unknown[] }> {
+export async function staleLeases(algorithm: Algorithm, make: MakeLimiter, [A, B]: readonly [Rule, Rule] = MOVES[0]!): Promise<{ store: unknown[]; memory: unknown[] }> {
   const clock = new ManualClock(1_000_000);
   const leaseMs = 10_000;
   let rule = A;
