@@ -112,8 +112,14 @@ export function batchDecisions(reply: unknown, calls: readonly BatchCall[]): (De
 export function ownRule(reply: unknown): { rule: Rule | undefined; rest: unknown } {
   if (typeof reply !== 'string' || !reply.startsWith('S')) return { rule: undefined, rest: reply };
   const named = /^S(\d+)\/(\d+) /.exec(reply);
-  if (named === null) throw unexpectedReply(reply, 'Redis');
-  return { rule: new Rule(Number(named[1]), Number(named[2])), rest: reply.slice(named[0].length) };
+  let rule: Rule | undefined;
+  try {
+    if (named !== null) rule = new Rule(Number(named[1]), Number(named[2]));
+  } catch {
+    // Out of any rule's range: not a reply of ours either.
+  }
+  if (rule === undefined) throw unexpectedReply(reply, 'Redis');
+  return { rule, rest: reply.slice(named![0].length) };
 }
 
 /** An operation's decision, or (thrown) the error of its key or of a reply no script of ours sends. */

@@ -9,6 +9,7 @@ import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
 import { type AsyncReservation, KeyedRateLimiter, ManualClock, type Reservation, Rule } from '../../src/index';
 import { PostgresRateLimiter } from '../../src/postgres';
+import { ownRule } from '../../src/postgres/protocol';
 import { algorithmNames, twins } from '../redis/helpers/algorithms';
 import { postgresPort } from '../stores/support/postgres-store';
 import { migratedSchema } from './helpers/schema';
@@ -219,5 +220,14 @@ describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
     expect(await after.tryAcquire('k', 1)).toMatchObject({ allowed: true, remaining: 12 });
     // And back: 8 used, of 10.
     expect(await before.tryAcquire('k', 3)).toMatchObject({ allowed: false, remaining: 2 });
+  });
+});
+
+describe("a refund's reply naming the key's own rule", () => {
+  test.each([[['4', '30000']], [[String(Number.MAX_SAFE_INTEGER), String(Rule.MAX_WINDOW_MS)]]])('%j is that rule', (numbers) => {
+    expect(ownRule(numbers)).toEqual(new Rule(Number(numbers[0]), Number(numbers[1])));
+  });
+  test.each([[['0', '30000']], [['4', 'NaN']], [['4.5', '10']], [[String(2 ** 53), '1']]])('%j is no reply of ours', (numbers) => {
+    expect(() => ownRule(numbers)).toThrow(/unexpected reply/);
   });
 });
