@@ -4,7 +4,8 @@
 // rule is a function of the key sends it), decides exactly as a twin made of one in-memory
 // KeyedRateLimiter per key, reconfigured whenever that key's rule changes; batches whose calls
 // differ in rule included. Before the row remembered its rule, a rule change started the key over
-// (its row key held the rule), forgiving what it had used.
+// (its row key held the rule), forgiving what it had used. A settle, cancel or lease extension,
+// sent under its reservation's rule, acts under the row's and never changes it.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
 import { type AsyncReservation, KeyedRateLimiter, ManualClock, type Reservation, Rule } from '../../src/index';

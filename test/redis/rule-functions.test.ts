@@ -1,7 +1,8 @@
 // Rules chosen per key (`rule: (key) => Rule | Promise<Rule>`, src/store/store-rate-limiter.ts) over a
 // real Redis: each key decides as the in-memory twin of its own rule; a slow lookup keeps its key's
 // calls in order and holds no other key back; a lookup that throws, answers no rule or outlives
-// timeoutMs; permits checked against the key's own rule; the HTTP `w` of each key's own window.
+// timeoutMs; permits checked against the key's own rule; the HTTP `w` of each key's own window; a
+// settle, cancel or lease extension made under a key's old rule keeps the key under its new one.
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { type Decision, KeyedRateLimiter, ManualClock, Rule } from '../../src/index';
 import { withRateLimit } from '../../src/http';
