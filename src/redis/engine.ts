@@ -5,7 +5,7 @@ import type { Flight } from '../store/coalescer';
 import type { JointEngine, StoreCall, StoreEngine } from '../store/engine';
 import { BatchSender, type Call } from './batch-sender';
 import { clientKeyPrefix, isClientClosed, isClusterClient, runScript, type RedisScriptClient } from './client';
-import { ABSENT, CLUSTER_SPLIT, GIVEN_SPLIT, type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, previousKeyArguments, receiptId } from './protocol';
+import { ABSENT, CLUSTER_SPLIT, GIVEN_SPLIT, type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, ownRule, previousKeyArguments, receiptId } from './protocol';
 import { RedisJoint } from './joint';
 import { startUp } from './readiness';
 import { provenWait } from './reply';
@@ -247,6 +247,11 @@ export class RedisEngine implements StoreEngine {
         if (op === 'block' || op === 'reset' || op === 'extend') {
           const held = operationDone(reply, rule.limit);
           answer = () => call.answer(undefined, op === 'extend' ? held : undefined);
+        } else if (op === 'refund') {
+          // Answered under the key's own rule, which the reply names when it is not the call's.
+          const own = ownRule(reply);
+          const decision = operationDecision(own.rest, (own.rule ?? rule).limit, concurrency !== undefined);
+          answer = () => call.answer(decision, undefined, undefined, own.rule);
         } else {
           const decision = operationDecision(reply, rule.limit, concurrency !== undefined);
           if (op !== 'reserve') answer = () => call.answer(decision);

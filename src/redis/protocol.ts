@@ -1,5 +1,5 @@
 import type { Decision } from '../core/decision';
-import type { Rule } from '../core/rule';
+import { Rule } from '../core/rule';
 import { unexpectedReply } from '../store/reply';
 import { readDecision } from './reply';
 
@@ -126,6 +126,24 @@ export function batchDecisions(reply: unknown, calls: readonly BatchCall[]): (De
     results.push(result);
   }
   return results;
+}
+
+/**
+ * A refund's reply: the key's own rule, when the key is counted under another rule than the
+ * call's (the script names it first, `S<limit>/<windowMs> `: a refund never changes a key's rule),
+ * and the reply past it.
+ */
+export function ownRule(reply: unknown): { rule: Rule | undefined; rest: unknown } {
+  if (typeof reply !== 'string' || !reply.startsWith('S')) return { rule: undefined, rest: reply };
+  const named = /^S(\d+)\/(\d+) /.exec(reply);
+  let rule: Rule | undefined;
+  try {
+    if (named !== null) rule = new Rule(Number(named[1]), Number(named[2]));
+  } catch {
+    // Out of any rule's range: not a reply of ours either.
+  }
+  if (rule === undefined) throw unexpectedReply(reply, 'Redis');
+  return { rule, rest: reply.slice(named![0].length) };
 }
 
 /** An operation's decision, or (thrown) the error of its key or of a reply no script of ours sends. */

@@ -69,10 +69,12 @@ export interface StoreCall extends Bounded {
    * The store's answer: the decision (none for `block`, `reset` and `extend`), and a granted
    * reservation's receipt, or for `extend` whether the lease was still held (a boolean). A refused
    * reservation with an in-flight limit also gives `provenMs`, the wait its rate and block prove:
-   * unlike its retry, no release can end it sooner. Ignored once the call is answered (its timeout
-   * came first).
+   * unlike its retry, no release can end it sooner. `rule`: the rule the key is counted under, when
+   * a `refund` found it under another than the call's (a refund or an extension never changes a
+   * key's rule: it acts under the key's own), which the decision reports. Ignored once the call is
+   * answered (its timeout came first).
    */
-  answer(decision: Decision | undefined, receipt?: unknown, provenMs?: number): void;
+  answer(decision: Decision | undefined, receipt?: unknown, provenMs?: number, rule?: Rule): void;
   /**
    * The store failed this call: a decision, peek or reservation is answered by the outage policy,
    * any other operation rejects with `error`. Ignored once the call is answered.

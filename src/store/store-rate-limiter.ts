@@ -121,11 +121,11 @@ class Call implements StoreCall {
     this.reject = reject;
   }
 
-  answer(decision: Decision | undefined, receipt?: unknown, provenMs?: number): void {
+  answer(decision: Decision | undefined, receipt?: unknown, provenMs?: number, rule?: Rule): void {
     if (this.answered) return;
     this.answered = true;
     if (provenMs !== undefined) this.provenMs = provenMs;
-    this.#owner.answered(this, decision, receipt);
+    this.#owner.answered(this, decision, receipt, rule);
   }
 
   fail(error: unknown): void {
@@ -137,7 +137,7 @@ class Call implements StoreCall {
 
 /** How the layer answers its calls (see Call). */
 interface Answers {
-  answered(call: Call, decision: Decision | undefined, receipt: unknown): void;
+  answered(call: Call, decision: Decision | undefined, receipt: unknown, rule: Rule | undefined): void;
   failed(call: Call, error: unknown): void;
 }
 
@@ -186,7 +186,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
    */
   readonly #looking = new Map<string, Call[]>();
   readonly #answers: Answers = {
-    answered: (call, decision, receipt) => this.#answered(call, decision, receipt),
+    answered: (call, decision, receipt, rule) => this.#answered(call, decision, receipt, rule),
     failed: (call, error) => this.#failed(call, error),
   };
 
@@ -608,8 +608,9 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
 
   /**
    * Starts any call but a decision. A reset reads no clock (as in memory: it has no use for the
-   * time). A refund goes under the rule of its reservation, without a lookup: its receipt belongs
-   * to the key counted under that rule.
+   * time). A refund or an extension goes under the rule of its reservation, without a lookup: the
+   * store acts under the rule the key is counted under now, never changing it (a key moved to
+   * another rule meanwhile voided the receipt, and kept the lease).
    * @throws for a bad key or clock reading.
    */
   #operate(op: Operation, key: string, amount: number, receipt?: unknown, made?: (call: Call) => void, rule?: Rule): Promise<unknown> {
@@ -724,7 +725,9 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
     this.#coalescer.add(call, this.#fixed !== undefined ? group : `${group} ${call.rule.limit}/${call.rule.windowMs}`);
   }
 
-  #answered(call: Call, decision: Decision | undefined, receipt: unknown): void {
+  #answered(call: Call, decision: Decision | undefined, receipt: unknown, rule: Rule | undefined): void {
+    // A refund acted under the key's own rule: its window, and the refusals it may have made stale, are that rule's.
+    if (rule !== undefined) this.#ruled(call, rule);
     const { op } = call;
     if (decision !== undefined && this.#fixed === undefined) noteWindow(decision, call.rule.windowMs);
     if (op === 'decide') {

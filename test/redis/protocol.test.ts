@@ -3,7 +3,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
 import { Rule } from '../../src/index';
-import { batchArguments, batchDecisions, type BatchCall, legacySplit, operationArguments } from '../../src/redis/protocol';
+import { batchArguments, batchDecisions, type BatchCall, legacySplit, operationArguments, ownRule } from '../../src/redis/protocol';
 import { plans } from '../../src/redis/scripts';
 import { algorithmNames } from './helpers/algorithms';
 import { redisPort, uniquePrefix, useIoredis } from './helpers/clients';
@@ -40,6 +40,12 @@ describe('batchArguments', () => {
     expect(String(c)).toContain('boom');
     expect(() => batchDecisions(['A 9 6000'], calls)).toThrow(/unexpected reply/);
     expect(() => batchDecisions(['A 9 6000', 'X', 'A 1 1'], calls)).toThrow(/unexpected reply/);
+  });
+
+  test('a refund on a key under another rule names that rule first; anything else starting so is no reply of ours', () => {
+    expect(ownRule('A 9 6000')).toEqual({ rule: undefined, rest: 'A 9 6000' });
+    expect(ownRule(`S${Number.MAX_SAFE_INTEGER}/${Rule.MAX_WINDOW_MS} R 0 300 1000`)).toEqual({ rule: new Rule(Number.MAX_SAFE_INTEGER, Rule.MAX_WINDOW_MS), rest: 'R 0 300 1000' });
+    for (const reply of ['S4/30000', 'S0/30000 A 1 1', `S${2 ** 53}/1 A 1 1`, 'S4/-1 A 1 1', 'S4.5/10 A 1 1']) expect(() => ownRule(reply)).toThrow(/unexpected reply/);
   });
 });
 
