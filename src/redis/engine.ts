@@ -1,9 +1,7 @@
-import type { Decision } from '../core/decision';
-import type { Rule } from '../core/rule';
 import { checkString } from '../core/validate';
 import type { Flight } from '../store/coalescer';
 import type { JointEngine, StoreCall, StoreEngine } from '../store/engine';
-import { BatchSender, type Call } from './batch-sender';
+import { BatchSender } from './batch-sender';
 import { clientKeyPrefix, isClientClosed, isClusterClient, runScript, type RedisScriptClient } from './client';
 import { type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, receiptId } from './protocol';
 import { RedisJoint } from './joint';
@@ -19,48 +17,16 @@ import { RedisTimeoutError } from './timeout';
  */
 const MAX_BATCH = 16;
 
-/** A layer call as the BatchSender sees it: it answers the layer's call. */
-class SenderCall implements Call {
-  readonly redisKey: string;
-  readonly permits: number;
-  readonly now: number;
-  readonly rule: Rule;
-  readonly deadline: number;
-  answered = false;
-  script: Call['script'] = undefined;
-  readonly call: StoreCall;
-
-  constructor(call: StoreCall, redisKey: string) {
-    this.call = call;
-    this.redisKey = redisKey;
-    this.permits = call.amount;
-    this.now = call.now ?? 0;
-    this.rule = call.rule;
-    this.deadline = call.deadline;
-    call.sent = this;
-  }
-
-  resolve(decision: Decision): void {
-    this.call.answer(decision);
-  }
-
-  reject(error: unknown): void {
-    this.call.fail(error);
-  }
-}
-
 /**
  * Redis (and Valkey, Upstash) under the store layer: decisions go to one {@link BatchSender}, which
  * keeps NOSCRIPT reloads in order, each call carrying its rule (src/redis/protocol.ts sends a
  * batch's rule once when its calls share it); key operations go alone, one script call each.
  *
  * A Redis key is the limiter's namespace (`prefix + name? + algorithm + ':'`, no rule: the state
- * records its rule) and the caller's key. The layer's store key still names the rule (it keys the
- * refusal cache): the Redis key is that less its `limit/windowMs:`. On standalone servers the
- * scripts also look, on a key's first call, for what the previous version wrote under the rule's
- * name (`split`, see legacySplit); on a cluster that key is in another slot, out of reach. On a
- * cluster a batch holds keys of one hash slot, computed on the key the server sees (ioredis's
- * `keyPrefix` included).
+ * records its rule) and the caller's key. On standalone servers the scripts also look, on a key's
+ * first call, for what the previous version wrote under the rule's name (`split`, see
+ * legacySplit); on a cluster that key is in another slot, out of reach. On a cluster a batch holds
+ * keys of one hash slot, computed on the key the server sees (ioredis's `keyPrefix` included).
  */
 export class RedisEngine implements StoreEngine {
   readonly store = 'Redis';
@@ -89,7 +55,7 @@ export class RedisEngine implements StoreEngine {
     this.#script = plan.script;
     this.#split = cluster ? 0 : keyPrefixBytes(client) + legacySplit(namespace);
     this.#startUp = startUp(client);
-    this.#sender = new BatchSender({ client: scriptClient, script: plan.script, split: this.#split, callerClock, startUp: this.#startUp });
+    this.#sender = new BatchSender({ client: scriptClient, script: plan.script, namespace, split: this.#split, callerClock, startUp: this.#startUp });
     const slotPrefix = this.#slotPrefix;
     this.joint = new RedisJoint({
       client,
@@ -107,25 +73,20 @@ export class RedisEngine implements StoreEngine {
     checkString('key', key);
   }
 
-  group(storeKey: string): number {
-    return this.#slotPrefix === undefined ? 0 : hashSlot(this.#slotPrefix + this.#redisKey(storeKey));
+  group(key: string): number {
+    return this.#slotPrefix === undefined ? 0 : hashSlot(this.#slotPrefix + this.#namespace + key);
   }
 
   send(calls: StoreCall[], flight: Flight): void {
     const [first] = calls;
     if (first!.op !== 'decide') return this.#operate(first!);
-    this.#sender.send(
-      calls.map((call) => new SenderCall(call, this.#namespace + call.key)),
-      flight,
-    );
+    this.#sender.send(calls, flight);
   }
 
   timedOut(call: StoreCall): void {
-    const sent = call.sent as SenderCall | undefined;
-    if (sent === undefined || sent.answered) return;
-    sent.answered = true;
-    // The layer has answered the call; the sender only lets go of what the call held back.
-    this.#sender.timedOut(sent);
+    // The layer has answered the call; the sender only lets go of what the call held back (a key
+    // operation, sent alone, holds nothing).
+    if (call.op === 'decide') this.#sender.timedOut(call);
   }
 
   timeoutError(timeoutMs: number, what?: string): Error {
@@ -134,11 +95,6 @@ export class RedisEngine implements StoreEngine {
 
   clientClosed(): boolean {
     return isClientClosed(this.#client);
-  }
-
-  /** The Redis key of a layer's store key (see the class): that key less the rule it names. */
-  #redisKey(storeKey: string): string {
-    return this.#namespace + storeKey.slice(this.#namespace.length).replace(RULE, '');
   }
 
   /**
@@ -193,6 +149,3 @@ function keyPrefixBytes(client: unknown): number {
   if (keyPrefix instanceof Uint8Array) return keyPrefix.byteLength;
   return legacySplit(clientKeyPrefix(client));
 }
-
-/** The rule a layer's store key names after the namespace (src/store/keys.ts). */
-const RULE = /^\d+\/\d+:/;

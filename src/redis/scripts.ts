@@ -53,7 +53,7 @@ export interface ScriptPlan {
 }
 
 function plan(source: string): ScriptPlan {
-  return { script: script(withConstants(source)), ruleArgs: (rule) => batchArguments([{ redisKey: '', permits: 1, now: 0, rule }], 0, false).args };
+  return { script: script(withConstants(source)), ruleArgs: (rule) => batchArguments([{ key: '', amount: 1, now: undefined, rule }], '', 0, false).args };
 }
 
 const bucket = plan(stringScript(BUCKET));
