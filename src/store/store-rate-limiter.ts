@@ -120,8 +120,8 @@ class Call implements StoreCall {
     this.reading = reading;
     this.receipt = receipt;
     this.deadline = deadline;
-    // A closure over the call alone: one over every argument of the layer's #call, kept alive
-    // while the call is in flight, cost a measurable share of each decision (bench/HISTORY.md).
+    // A closure over the call alone: an executor in the layer's #call closed over all its
+    // arguments, a context of them built per call (bench/HISTORY.md).
     this.promise = new Promise((resolve, reject) => {
       this.resolve = resolve;
       this.reject = reject;
@@ -631,6 +631,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
         this.#lookUp(call, this.#lookup!);
       }
     } catch (error) {
+      // As a throw inside a promise's executor would: the caller's promise rejects.
       call.reject(error);
     }
     return call.promise;
