@@ -1,20 +1,22 @@
 import type { Decision } from '../core/decision';
 import { type RedisScriptClient, runScript } from './client';
 import type { Flight as InFlight } from '../store/coalescer';
-import type { Bounded } from '../store/timeout';
 import { ABSENT, batchArguments, batchDecisions, type BatchCall } from './protocol';
 import type { LuaScript } from './scripts';
 
-/** One decision on its way to Redis, from the moment it was asked for until it is answered. */
-export interface Call extends Bounded, BatchCall {
-  /** Answers the call with its decision. */
-  resolve(decision: Decision): void;
-  /** Answers the call as failed (the outage policy's turn). */
-  reject(error: unknown): void;
-  /** The script found the key absent on a cluster (see `CLUSTER_SPLIT`): the engine's turn. */
-  absent(): void;
-  /** The call's script call once handed to the sender, finished early if the call times out first. */
-  script: ScriptCall | undefined;
+/**
+ * One decision on its way to Redis, from the moment it was asked for until it is answered: the
+ * store layer's call itself (a StoreCall), so that sending it allocates nothing per call.
+ */
+export interface Call extends BatchCall {
+  /** Set once the call has its answer: from the sender, or from its timeout. */
+  readonly answered: boolean;
+  /** Answers the call with its decision (and marks it answered). */
+  answer(decision: Decision): void;
+  /** Answers the call as failed, the outage policy's turn (and marks it answered). */
+  fail(error: unknown): void;
+  /** The call's script call once handed to the sender (a ScriptCall), finished early if the call times out first. */
+  sent: unknown;
 }
 
 /** One script call: its calls, the coalescer's turn for it, and whether it counts as in flight. */
@@ -29,12 +31,16 @@ interface ScriptCall {
 export interface SenderOptions {
   readonly client: RedisScriptClient;
   readonly script: LuaScript;
+  /** What each call's key is prefixed with in Redis (see RedisEngine). */
+  readonly namespace: string;
   /** Where the previous version's key names put the rule (see `legacySplit`); `CLUSTER_SPLIT` on a cluster. */
   readonly split: number;
   /** Whether the limiter's own clock decides; otherwise the server's. */
   readonly callerClock: boolean;
   /** What to wait for before sending, while the client's first connection is under way (see `startUp`). */
   readonly startUp: (() => Promise<void> | undefined) | undefined;
+  /** Takes a call whose key the script found absent on a cluster, unanswered (see RedisEngine's #adopt). */
+  readonly absent: (call: Call) => void;
 }
 
 /**
@@ -62,7 +68,7 @@ export class BatchSender {
   /** Sends `calls` as one script call; `flight` is released once the reply or the failure is handled. */
   readonly send = (calls: Call[], flight: InFlight): void => {
     const script: ScriptCall = { calls, flight, counted: false };
-    for (const call of calls) call.script = script;
+    for (const call of calls) call.sent = script;
     if (this.#held !== undefined) this.#held.push(script);
     else this.#run(script);
   };
@@ -73,14 +79,14 @@ export class BatchSender {
    * a reload, back no longer than the bound.
    */
   readonly timedOut = (call: Call): void => {
-    const script = call.script;
+    const script = call.sent as ScriptCall | undefined;
     if (script === undefined) return;
     script.flight.release();
     this.#finish(script);
   };
 
   #run(script: ScriptCall): void {
-    const { client, script: lua, split, callerClock, startUp } = this.#options;
+    const { client, script: lua, namespace, split, callerClock, startUp } = this.#options;
     const starting = startUp?.();
     if (starting !== undefined) {
       // The calls go, in the order made, once the attempt has ended.
@@ -88,7 +94,7 @@ export class BatchSender {
       return;
     }
     const { calls, flight } = script;
-    const { keys, args } = batchArguments(calls, split, callerClock);
+    const { keys, args } = batchArguments(calls, namespace, split, callerClock);
     script.counted = true;
     this.#inFlight++;
     runScript(
@@ -143,27 +149,22 @@ export class BatchSender {
     for (let i = 0; i < calls.length; i++) {
       const call = calls[i]!;
       if (call.answered) continue;
-      call.answered = true;
       const result = results[i]!;
       if (result === ABSENT) {
-        call.absent();
+        // The script found the key absent on a cluster (see `CLUSTER_SPLIT`): the engine's turn,
+        // the call no longer this script call's (its timeout releases nothing here).
+        call.sent = undefined;
+        this.#options.absent(call);
         continue;
       }
-      if (result instanceof Error) {
-        // This key's decision failed inside the script (say, the key holds a list); the other
-        // decisions of the batch stand.
-        call.reject(result);
-        continue;
-      }
-      call.resolve(result);
+      // An error is this key's decision failing inside the script (say, the key holds a list);
+      // the other decisions of the batch stand.
+      if (result instanceof Error) call.fail(result);
+      else call.answer(result);
     }
   }
 
   #fail(calls: Call[], error: unknown): void {
-    for (const call of calls) {
-      if (call.answered) continue;
-      call.answered = true;
-      call.reject(error);
-    }
+    for (const call of calls) if (!call.answered) call.fail(error);
   }
 }
