@@ -130,7 +130,9 @@ export class RedisEngine implements StoreEngine {
     this.#split = cluster ? CLUSTER_SPLIT : keyPrefixBytes(client) + legacySplit(namespace);
     this.#previous = plan.previous;
     this.#startUp = startUp(client);
-    this.#sender = new BatchSender({ client: scriptClient, script: plan.script, split: this.#split, callerClock, startUp: this.#startUp });
+    // A call held back by the sender may find its key being adopted once its turn comes.
+    const waits = (call: Call) => this.#adopting.size > 0 && this.#waited((call as SenderCall).call, call.redisKey, (call as SenderCall).order);
+    this.#sender = new BatchSender({ client: scriptClient, script: plan.script, split: this.#split, callerClock, startUp: this.#startUp, waits });
     const slotPrefix = this.#slotPrefix;
     this.joint = new RedisJoint({
       client,
