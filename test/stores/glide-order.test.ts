@@ -4,6 +4,7 @@ import { GlideClient, GlideClusterClient, Logger } from '@valkey/valkey-glide';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { KeyedRateLimiter, ManualClock, Rule, TokenBucket } from '../../src/index';
 import { RedisRateLimiter } from '../../src/redis';
+import { toScriptClient } from '../../src/redis/client';
 import { startRedisCluster, type RedisCluster } from '../redis/helpers/redis-cluster';
 
 const valkeyPort = inject('valkeyPort');
@@ -45,6 +46,11 @@ describe.skipIf(valkeyPort === 0)('Valkey GLIDE: calls on one key decide in the 
     standalone?.close();
     clustered?.close();
     await cluster?.stop();
+  });
+
+  test('a GLIDE client is not taken for one that keeps the order of commands sent together', () => {
+    expect(toScriptClient(standalone).ordered).not.toBe(true);
+    expect(toScriptClient(clustered).ordered).not.toBe(true);
   });
 
   test(`${CALLS} calls on one key in one tick over a GlideClient decide as the same calls in memory, in order`, async () => {
