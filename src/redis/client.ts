@@ -32,8 +32,8 @@ export interface RedisScriptClient {
    * pipelined connection per server, as ioredis and node-redis keep): a full batch then goes at
    * once, beside the script call in flight. Left out (an HTTP client such as `@upstash/redis`, or
    * Valkey GLIDE, may run commands sent together in another order), it waits for that call to come
-   * back, and a round carries each key's calls in one script call, so that calls on one key still
-   * run in the order made.
+   * back, and a key has at most one script call in flight, so that calls on one key still run in
+   * the order made.
    */
   readonly ordered?: boolean | undefined;
 }
