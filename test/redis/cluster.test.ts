@@ -266,6 +266,28 @@ describe.skipIf(!redisPort)('Redis Cluster: batches of one hash slot, so no CROS
       expect(recorded.sent.map((keys) => keys.length)).toEqual([16, 16, 8, 1, 1, 16, 16, 7]);
     });
 
+    // The same over a client that is not `ordered` (GLIDE): one script call on the key at a time. The
+    // two batches queued behind the first, which found the key absent, wait for the adoption too
+    // instead of deciding before the calls that waited for it.
+    test.each(algorithmNames)('%s: over a client that is not ordered, the calls held behind the first batch wait for its adoption, then go in order one batch at a time', async (algorithm) => {
+      const clock = new ManualClock(1_700_000_000_000);
+      const rule = new Rule(30, 60_000);
+      for (const node of ioredis.nodes('master')) for (const { source } of [plans[algorithm].script, PREVIOUS_KEY]) await node.script('LOAD', source);
+      const recorded = gatedClient(toScriptClient(ioredis), { isCluster: true, ordered: false });
+      recorded.open();
+      const limiter = new RedisRateLimiter({ client: recorded, algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('cluster-unordered'), timeoutMs: 5_000 });
+      const twin = new twins[algorithm](rule);
+      const expected = [];
+      const decisions = [];
+      for (let i = 0; i < 40; i++) {
+        clock.advance(i % 3);
+        expected.push(twin.tryAcquire(clock.now(), 1));
+        decisions.push(limiter.tryAcquire('k'));
+      }
+      expect(await Promise.all(decisions)).toStrictEqual(expected);
+      expect(recorded.sent.map((keys) => keys.length)).toEqual([16, 1, 1, 16, 16, 7]);
+    });
+
     test('a read of the previous key that never comes back is bounded by timeoutMs, and holds the next call on the key back no longer', async () => {
       const clock = new ManualClock(1_700_000_000_000);
       const prefix = uniquePrefix('cluster-stall');
