@@ -151,8 +151,9 @@ export class BatchSender {
   /** A script call's keys are no longer in flight: the queued script calls whose keys are all free go, in order. */
   #unblock(script: ScriptCall): void {
     for (const call of script.calls) count(this.#busy, call.redisKey, -1);
+    // Only a script call on a key let go here can have become free.
+    if (!script.calls.some((call) => this.#queuedKeys.has(call.redisKey))) return;
     const queued = this.#queued;
-    if (queued.length === 0) return;
     this.#queued = [];
     this.#queuedKeys.clear();
     // Each goes again through #run, which queues it anew behind those queued again before it.
