@@ -41,6 +41,11 @@ export interface SenderOptions {
   readonly startUp: (() => Promise<void> | undefined) | undefined;
   /** Takes a call whose key the script found absent on a cluster, unanswered (see RedisEngine's #adopt). */
   readonly absent: (call: Call) => void;
+  /**
+   * True when a call held back must wait for something else first (on a cluster, an adoption of its
+   * key begun meanwhile): the engine then has it, and it is not sent here.
+   */
+  readonly waits: (call: Call) => boolean;
 }
 
 /**
@@ -53,6 +58,11 @@ export interface SenderOptions {
  * then the script may be loaded, so a call made meanwhile would run first. So from a NOSCRIPT
  * reply until every script call then in flight has been answered (or one of its calls has timed
  * out), new script calls are held back, then sent in order.
+ *
+ * A client that may run script calls sent together in another order (not `ordered`: an HTTP client,
+ * Valkey GLIDE with many commands in flight) gets at most one script call in flight per key: one
+ * that carries a key of a script call in flight (or held back before it) waits for that one to be
+ * answered or time out, then goes in its turn. Script calls on other keys go at once.
  */
 export class BatchSender {
   readonly #options: SenderOptions;
@@ -60,6 +70,15 @@ export class BatchSender {
   #inFlight = 0;
   /** Script calls held back while a reload is under way, in the order made. */
   #held: ScriptCall[] | undefined;
+  /**
+   * Over a client that is not `ordered`: how many calls in flight each key has. Keyed by the
+   * caller's key: every call here shares the namespace, so no Redis key is built to count it.
+   */
+  readonly #busy = new Map<string, number>();
+  /** Over a client that is not `ordered`: script calls waiting for a key of theirs in flight, in the order made. */
+  #queued: ScriptCall[] = [];
+  /** How many calls of the queued script calls each key has: a later script call on one waits behind them. */
+  readonly #queuedKeys = new Map<string, number>();
 
   constructor(options: SenderOptions) {
     this.#options = options;
@@ -94,6 +113,14 @@ export class BatchSender {
       return;
     }
     const { calls, flight } = script;
+    if (client.ordered !== true) {
+      if (calls.some((call) => this.#busy.has(call.key) || this.#queuedKeys.has(call.key))) {
+        this.#queued.push(script);
+        for (const call of calls) count(this.#queuedKeys, call.key, 1);
+        return;
+      }
+      for (const call of calls) count(this.#busy, call.key, 1);
+    }
     const { keys, args } = batchArguments(calls, namespace, split, callerClock);
     script.counted = true;
     this.#inFlight++;
@@ -122,6 +149,7 @@ export class BatchSender {
   #finish(script: ScriptCall): void {
     if (!script.counted) return;
     script.counted = false;
+    if (this.#options.client.ordered !== true) this.#unblock(script);
     if (--this.#inFlight === 0 && this.#held !== undefined) {
       const held = this.#held;
       this.#held = undefined;
@@ -129,13 +157,27 @@ export class BatchSender {
     }
   }
 
+  /** A script call's keys are no longer in flight: the queued script calls whose keys are all free go, in order. */
+  #unblock(script: ScriptCall): void {
+    for (const call of script.calls) count(this.#busy, call.key, -1);
+    // Only a script call on a key let go here can have become free.
+    if (!script.calls.some((call) => this.#queuedKeys.has(call.key))) return;
+    const queued = this.#queued;
+    this.#queued = [];
+    this.#queuedKeys.clear();
+    // Each goes again through #run, which queues it anew behind those queued again before it.
+    for (const waiting of queued) this.#resume(waiting);
+  }
+
   /**
-   * Sends a script call that was held back, less its calls whose deadline passed meanwhile: the
-   * layer answered those by the policy (which released the flight), and sending them would only spend.
+   * Sends a script call that was held back, less its calls whose deadline passed meanwhile (the
+   * layer answered those by the policy, which released the flight, and sending them would only
+   * spend) and those that must now wait elsewhere (see `waits`).
    */
   #resume(script: ScriptCall): void {
-    script.calls = script.calls.filter((call) => !call.answered);
+    script.calls = script.calls.filter((call) => !call.answered && !this.#options.waits(call));
     if (script.calls.length > 0) this.#run(script);
+    else script.flight.release();
   }
 
   #settle(calls: Call[], reply: unknown): void {
@@ -167,4 +209,11 @@ export class BatchSender {
   #fail(calls: Call[], error: unknown): void {
     for (const call of calls) if (!call.answered) call.fail(error);
   }
+}
+
+/** Adds `by` to `key`'s count, deleting it at 0. */
+function count(counts: Map<string, number>, key: string, by: number): void {
+  const n = (counts.get(key) ?? 0) + by;
+  if (n === 0) counts.delete(key);
+  else counts.set(key, n);
 }

@@ -96,6 +96,9 @@ export class RedisEngine implements StoreEngine {
       startUp: this.#startUp,
       // The sender sends the layer's calls as they are: only a cluster's absent key builds its Redis key again.
       absent: (call) => this.#adopt(call as StoreCall, namespace + call.key, (call as StoreCall).order),
+      // A call held back by the sender may find its key being adopted once its turn comes (only on
+      // a cluster, where the call has its order).
+      waits: (call) => this.#adopting.size > 0 && this.#waited(call as StoreCall, namespace + call.key, (call as StoreCall).order),
     });
     const slotPrefix = this.#slotPrefix;
     this.joint = new RedisJoint({
