@@ -20,6 +20,7 @@ import {
   receiptId,
   replyNumbers,
   type RowKeyHeads,
+  ownRule,
   ruleNumbers,
   type SentCall,
   type Statements,
@@ -179,7 +180,9 @@ export class PostgresEngine implements StoreEngine {
    * Answers an operation from its reply's numbers: a decision (a granted reservation's with its
    * receipt, the id sent), or none; an extension whether its lease was still held. With an
    * in-flight limit a decision's fourth number is its limit, the binding part's, and its fifth the
-   * wait its rate and block prove (a refused reservation passes it on).
+   * wait its rate and block prove (a refused reservation passes it on). A refund on a key counted
+   * under another rule than the call's acted under the key's own, whose limit and windowMs follow
+   * (its decision reports that rule).
    */
   #answer(call: StoreCall, reply: readonly string[]): void {
     if (call.op === 'block' || call.op === 'reset') return call.answer(undefined);
@@ -187,15 +190,21 @@ export class PostgresEngine implements StoreEngine {
     const leased = call.concurrency !== undefined;
     let decision: Decision;
     let proven = 0;
+    let own: Rule | undefined;
     try {
-      const limit = leased ? Number(reply[3]) : call.rule.limit;
-      if (leased) proven = Number(reply[4]);
-      if (leased && (reply.length !== 5 || !Number.isSafeInteger(limit) || !Number.isSafeInteger(proven) || proven < 0)) throw unexpectedReply(reply, 'PostgreSQL');
-      decision = toDecision(checkReply(reply.length === 3 || leased ? reply.slice(0, 3) : [reply], 1, 'PostgreSQL'), 0, limit);
+      let numbers = reply;
+      if (call.op === 'refund' && reply.length === (leased ? 7 : 5)) {
+        own = ownRule(reply.slice(-2));
+        numbers = reply.slice(0, -2);
+      }
+      const limit = leased ? Number(numbers[3]) : (own ?? call.rule).limit;
+      if (leased) proven = Number(numbers[4]);
+      if (leased && (numbers.length !== 5 || !Number.isSafeInteger(limit) || !Number.isSafeInteger(proven) || proven < 0)) throw unexpectedReply(reply, 'PostgreSQL');
+      decision = toDecision(checkReply(numbers.length === 3 || leased ? numbers.slice(0, 3) : [reply], 1, 'PostgreSQL'), 0, limit);
     } catch (error) {
       return call.fail(error);
     }
-    if (call.op !== 'reserve') call.answer(decision);
+    if (call.op !== 'reserve') call.answer(decision, undefined, undefined, own);
     else if (decision.allowed) call.answer(decision, call.sent);
     else call.answer(decision, undefined, leased ? proven : undefined);
   }

@@ -1,5 +1,6 @@
-import type { Rule } from '../core/rule';
+import { Rule } from '../core/rule';
 import { expirySlackMs } from '../store/constants';
+import { unexpectedReply } from '../store/reply';
 import { ruleFreeNamespace } from '../store/keys';
 import { quotedSchema } from './migrate';
 import { codecs, type PostgresAlgorithm } from './plans';
@@ -137,6 +138,20 @@ export function operationParams({ head, legacy }: RowKeyHeads, op: Operation, ca
  */
 export function receiptId(): number {
   return Math.floor(Math.random() * 2 ** 52) + 1;
+}
+
+/**
+ * The rule a refund's reply names after its decision (limit, windowMs): the key's own, when it is
+ * counted under another rule than the call's (a refund never changes a key's rule).
+ * @throws a reply error when they are no rule.
+ */
+export function ownRule(numbers: readonly string[]): Rule {
+  const [limit, windowMs] = numbers.map(Number);
+  try {
+    return new Rule(limit!, windowMs!);
+  } catch {
+    throw unexpectedReply(numbers, 'PostgreSQL');
+  }
 }
 
 /** The reply's numbers as the statements answer them (one text, split on commas), or undefined when it is not one of ours. */

@@ -28,10 +28,12 @@ export interface RedisScriptClient {
   evalsha(sha1: string, keys: string[], args: string[]): Promise<unknown>;
   eval(script: string, keys: string[], args: string[]): Promise<unknown>;
   /**
-   * True when script calls run in the order they were sent (one connection per server, as ioredis,
-   * node-redis and GLIDE keep): a full batch then goes at once, beside the script call in flight.
-   * Left out (an HTTP client such as `@upstash/redis` may run requests sent together in any order),
-   * it waits for that call to come back, so that calls on one key still run in the order made.
+   * True when script calls run in the order they were sent, however many are in flight (one
+   * pipelined connection per server, as ioredis and node-redis keep): a full batch then goes at
+   * once, beside the script call in flight. Left out (an HTTP client such as `@upstash/redis`, or
+   * Valkey GLIDE, may run commands sent together in another order), it waits for that call to come
+   * back, and a key has at most one script call in flight, so that calls on one key still run in
+   * the order made.
    */
   readonly ordered?: boolean | undefined;
 }
@@ -130,7 +132,9 @@ export function toScriptClient(client: unknown): RedisScriptClient {
     return {
       evalsha: (sha1, keys, args) => glide.customCommand(['EVALSHA', sha1, String(keys.length), ...keys, ...args]),
       eval: (script, keys, args) => glide.customCommand(['EVAL', script, String(keys.length), ...keys, ...args]),
-      ordered: true,
+      // GLIDE runs commands sent together in another order once about a hundred are in flight
+      // (measured: 200 `EVAL`s on one key at once, reordered in 36 of 50 rounds on a cluster).
+      ordered: false,
     };
   }
   if (typeof c.evalsha === 'function' && typeof c.eval === 'function') return client as RedisScriptClient;

@@ -1,11 +1,9 @@
-import type { Decision } from '../core/decision';
-import type { Rule } from '../core/rule';
 import { checkString } from '../core/validate';
 import type { Flight } from '../store/coalescer';
 import type { JointEngine, StoreCall, StoreEngine } from '../store/engine';
-import { BatchSender, type Call } from './batch-sender';
+import { BatchSender } from './batch-sender';
 import { clientKeyPrefix, isClientClosed, isClusterClient, runScript, type RedisScriptClient } from './client';
-import { ABSENT, CLUSTER_SPLIT, GIVEN_SPLIT, type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, previousKeyArguments, receiptId } from './protocol';
+import { ABSENT, CLUSTER_SPLIT, GIVEN_SPLIT, type KeyOperation, legacySplit, operationArguments, operationDecision, operationDone, ownRule, previousKeyArguments, previousRedisKey, receiptId } from './protocol';
 import { RedisJoint } from './joint';
 import { startUp } from './readiness';
 import { provenWait } from './reply';
@@ -19,45 +17,6 @@ import { RedisTimeoutError } from './timeout';
  * only briefly; 16 beat 32 with 64 callers (bench/HISTORY.md).
  */
 const MAX_BATCH = 16;
-
-/** A layer call as the BatchSender sees it: it answers the layer's call. */
-class SenderCall implements Call {
-  readonly redisKey: string;
-  readonly permits: number;
-  readonly now: number;
-  readonly rule: Rule;
-  readonly deadline: number;
-  answered = false;
-  script: Call['script'] = undefined;
-  readonly call: StoreCall;
-  /** Its place in the order calls were sent (see RedisEngine's #waited). */
-  readonly order: number;
-  readonly #absent: (call: StoreCall, redisKey: string, order: number) => void;
-
-  constructor(call: StoreCall, redisKey: string, order: number, absent: (call: StoreCall, redisKey: string, order: number) => void) {
-    this.call = call;
-    this.redisKey = redisKey;
-    this.order = order;
-    this.#absent = absent;
-    this.permits = call.amount;
-    this.now = call.now ?? 0;
-    this.rule = call.rule;
-    this.deadline = call.deadline;
-    call.sent = this;
-  }
-
-  resolve(decision: Decision): void {
-    this.call.answer(decision);
-  }
-
-  reject(error: unknown): void {
-    this.call.fail(error);
-  }
-
-  absent(): void {
-    this.#absent(this.call, this.redisKey, this.order);
-  }
-}
 
 /** The flight of a batch sent outside the coalescer's rounds (calls that waited for an adoption): nothing to release. */
 const UNROUNDED: Flight = { release: () => {} };
@@ -89,13 +48,11 @@ class Adoption {
  * batch's rule once when its calls share it); key operations go alone, one script call each.
  *
  * A Redis key is the limiter's namespace (`prefix + name? + algorithm + ':'`, no rule: the state
- * records its rule) and the caller's key. The layer's store key still names the rule (it keys the
- * refusal cache): the Redis key is that less its `limit/windowMs:`, and the store key is what the
- * previous version named the key. On standalone servers the scripts also look, on a key's first
- * call, for what the previous version wrote there (`split`, see legacySplit). On a cluster that
- * key is in another slot: a call that finds its key absent is answered by the engine in three
- * steps (see #adopt). On a cluster a batch holds keys of one hash slot, computed on the key the
- * server sees (ioredis's `keyPrefix` included).
+ * records its rule) and the caller's key. On standalone servers the scripts also look, on a key's
+ * first call, for what the previous version wrote under the rule's name (`split`, see
+ * legacySplit). On a cluster that key is in another slot: a call that finds its key absent is
+ * answered by the engine in three steps (see #adopt). On a cluster a batch holds keys of one hash
+ * slot, computed on the key the server sees (ioredis's `keyPrefix` included).
  */
 export class RedisEngine implements StoreEngine {
   readonly store = 'Redis';
@@ -130,7 +87,19 @@ export class RedisEngine implements StoreEngine {
     this.#split = cluster ? CLUSTER_SPLIT : keyPrefixBytes(client) + legacySplit(namespace);
     this.#previous = plan.previous;
     this.#startUp = startUp(client);
-    this.#sender = new BatchSender({ client: scriptClient, script: plan.script, split: this.#split, callerClock, startUp: this.#startUp });
+    this.#sender = new BatchSender({
+      client: scriptClient,
+      script: plan.script,
+      namespace,
+      split: this.#split,
+      callerClock,
+      startUp: this.#startUp,
+      // The sender sends the layer's calls as they are: only a cluster's absent key builds its Redis key again.
+      absent: (call) => this.#adopt(call as StoreCall, namespace + call.key, (call as StoreCall).order),
+      // A call held back by the sender may find its key being adopted once its turn comes (only on
+      // a cluster, where the call has its order).
+      waits: (call) => this.#adopting.size > 0 && this.#waited(call as StoreCall, namespace + call.key, (call as StoreCall).order),
+    });
     const slotPrefix = this.#slotPrefix;
     this.joint = new RedisJoint({
       client,
@@ -139,6 +108,7 @@ export class RedisEngine implements StoreEngine {
       split: this.#split,
       previous: plan.previous,
       redisKey: (key) => namespace + key,
+      previousKey: (call) => previousRedisKey(namespace, call.rule, call.key),
       slot: (redisKey) => (slotPrefix === undefined ? 0 : hashSlot(slotPrefix + redisKey)),
       checkKey: (key) => this.checkKey(key),
       startUp: this.#startUp,
@@ -149,31 +119,30 @@ export class RedisEngine implements StoreEngine {
     checkString('key', key);
   }
 
-  group(storeKey: string): number {
-    return this.#slotPrefix === undefined ? 0 : hashSlot(this.#slotPrefix + this.#redisKey(storeKey));
+  group(key: string): number {
+    return this.#slotPrefix === undefined ? 0 : hashSlot(this.#slotPrefix + this.#namespace + key);
   }
 
   send(calls: StoreCall[], flight: Flight): void {
     const [first] = calls;
     if (first!.op !== 'decide') return this.#operate(first!);
-    // Decisions on a key being adopted wait for it, so that they still decide in the order made.
-    const sent = this.#adopting.size === 0 ? calls : calls.filter((call) => !this.#waited(call, this.#namespace + call.key, ++this.#sent));
-    if (sent.length === 0) return flight.release();
-    this.#sender.send(
-      sent.map((call) => new SenderCall(call, this.#namespace + call.key, ++this.#sent, this.#adopt)),
-      flight,
-    );
+    if (this.#split === CLUSTER_SPLIT) {
+      // Each call's place in the order sent, which an adoption keeps (see #waited); and decisions on
+      // a key being adopted wait for it, so that they still decide in the order made.
+      for (const call of calls) call.order = ++this.#sent;
+      if (this.#adopting.size > 0) calls = calls.filter((call) => !this.#waited(call, this.#namespace + call.key, call.order));
+      if (calls.length === 0) return flight.release();
+    }
+    this.#sender.send(calls, flight);
   }
 
   timedOut(call: StoreCall): void {
     // An adoption not answered in time lets the calls waiting for it go: a server that does not
     // answer holds them back no longer than the bound.
     if (call.sent instanceof Adoption) return call.sent.end();
-    const sent = call.sent as SenderCall | undefined;
-    if (sent === undefined || sent.answered) return;
-    sent.answered = true;
-    // The layer has answered the call; the sender only lets go of what the call held back.
-    this.#sender.timedOut(sent);
+    // The layer has answered the call; the sender only lets go of what the call held back (a key
+    // operation, sent alone, holds nothing).
+    if (call.op === 'decide') this.#sender.timedOut(call);
   }
 
   timeoutError(timeoutMs: number, what?: string): Error {
@@ -182,11 +151,6 @@ export class RedisEngine implements StoreEngine {
 
   clientClosed(): boolean {
     return isClientClosed(this.#client);
-  }
-
-  /** The Redis key of a layer's store key (see the class): that key less the rule it names. */
-  #redisKey(storeKey: string): string {
-    return this.#namespace + storeKey.slice(this.#namespace.length).replace(RULE, '');
   }
 
   /**
@@ -247,6 +211,11 @@ export class RedisEngine implements StoreEngine {
         if (op === 'block' || op === 'reset' || op === 'extend') {
           const held = operationDone(reply, rule.limit);
           answer = () => call.answer(undefined, op === 'extend' ? held : undefined);
+        } else if (op === 'refund') {
+          // Answered under the key's own rule, which the reply names when it is not the call's.
+          const own = ownRule(reply);
+          const decision = operationDecision(own.rest, (own.rule ?? rule).limit, concurrency !== undefined);
+          answer = () => call.answer(decision, undefined, undefined, own.rule);
         } else {
           const decision = operationDecision(reply, rule.limit, concurrency !== undefined);
           if (op !== 'reserve') answer = () => call.answer(decision);
@@ -271,15 +240,15 @@ export class RedisEngine implements StoreEngine {
   }
 
   /**
-   * A call whose key a cluster found absent: the previous version's key (the layer's store key, in
-   * another slot) is read by a script of its own, and the call goes again with what it held, which
+   * A call whose key a cluster found absent: the previous version's key (the rule after the
+   * namespace, in another slot) is read by a script of its own, and the call goes again with what it held, which
    * the script adopts only if the key is still absent, so that two processes never adopt it twice.
    * Meanwhile the calls made on the key (or that found it absent too) wait, then go together, in
    * the order made: so they still decide in that order, and a busy key is held back for one
    * adoption, never a queue of them. Each step is sent only while the call is unanswered: its
    * timeout ends the adoption.
    */
-  readonly #adopt = (call: StoreCall, redisKey: string, order: number): void => {
+  #adopt(call: StoreCall, redisKey: string, order: number): void {
     if (this.#waited(call, redisKey, order)) return;
     this.#adopting.set(redisKey, []);
     const adoption = new Adoption(() => {
@@ -308,11 +277,11 @@ export class RedisEngine implements StoreEngine {
         call.fail(error);
       },
     );
-  };
+  }
 
-  /** Runs PREVIOUS_KEY (`what` it does) on the previous version's key of `call`. */
+  /** Runs PREVIOUS_KEY (`what` it does) on the previous version's key of `call`, named here: only a cluster's absent key needs it. */
   #previousKey(call: StoreCall, what: 'GET' | 'ZRANGE' | 'DEL', done: (reply: unknown) => void, failed: (error: unknown) => void): void {
-    runScript(this.#scriptClient, PREVIOUS_KEY, [call.storeKey], [what], done, failed, () => {});
+    runScript(this.#scriptClient, PREVIOUS_KEY, [previousRedisKey(this.#namespace, call.rule, call.key)], [what], done, failed, () => {});
   }
 
   /**
@@ -337,7 +306,7 @@ export class RedisEngine implements StoreEngine {
    * A call answered by its timeout meanwhile is not sent, as the BatchSender drops such calls.
    */
   #resend(waiting: readonly Waiting[], redisKey: string): void {
-    let batch: SenderCall[] = [];
+    let batch: StoreCall[] = [];
     const flush = () => {
       if (batch.length > 0) this.#sender.send(batch, UNROUNDED);
       batch = [];
@@ -349,7 +318,7 @@ export class RedisEngine implements StoreEngine {
         this.#alone(call, redisKey, order);
         continue;
       }
-      batch.push(new SenderCall(call, redisKey, order, this.#adopt));
+      batch.push(call);
       if (batch.length === MAX_BATCH) flush();
     }
     flush();
@@ -365,6 +334,3 @@ function keyPrefixBytes(client: unknown): number {
   if (keyPrefix instanceof Uint8Array) return keyPrefix.byteLength;
   return legacySplit(clientKeyPrefix(client));
 }
-
-/** The rule a layer's store key names after the namespace (src/store/keys.ts). */
-const RULE = /^\d+\/\d+:/;

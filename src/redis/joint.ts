@@ -12,7 +12,7 @@ interface JointReservation {
   readonly script: LuaScript;
   readonly args: readonly string[];
   readonly receipt: string;
-  /** On a cluster, the previous version's key (the layer's store key) and how PREVIOUS_KEY reads it. */
+  /** On a cluster, the previous version's key ('' elsewhere) and how PREVIOUS_KEY reads it. */
   readonly previousKey: string;
   readonly previous: ScriptPlan['previous'];
 }
@@ -26,6 +26,8 @@ export interface JointOptions {
   readonly previous: ScriptPlan['previous'];
   /** The Redis key of a caller's key. */
   readonly redisKey: (key: string) => string;
+  /** The previous version's Redis key of a call's key (see previousRedisKey). */
+  readonly previousKey: (call: StoreCall) => string;
   /** The hash slot of a Redis key, 0 on one server. */
   readonly slot: (redisKey: string) => number;
   readonly checkKey: (key: string) => void;
@@ -69,7 +71,7 @@ export class RedisJoint implements JointEngine {
     const receipt = receiptId();
     const redisKey = this.#options.redisKey(call.key);
     const { args } = operationArguments(redisKey, 'reserve', now === undefined ? '' : String(now), this.#options.split, rule, [String(amount), receipt]);
-    return { redisKey, script: this.#options.script, args, receipt, previousKey: call.storeKey, previous: this.#options.previous };
+    return { redisKey, script: this.#options.script, args, receipt, previousKey: this.#options.split === CLUSTER_SPLIT ? this.#options.previousKey(call) : '', previous: this.#options.previous };
   }
 
   send(calls: readonly StoreCall[], prepared: readonly unknown[]): void {

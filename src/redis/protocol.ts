@@ -1,17 +1,19 @@
 import type { Decision } from '../core/decision';
-import type { Rule } from '../core/rule';
+import { Rule } from '../core/rule';
 import { unexpectedReply } from '../store/reply';
 import { readDecision } from './reply';
 
 // What the scripts take and give back (their dispatch is described in src/redis/lua/shell.ts), as
 // pure functions: the senders only add timing, ordering and the client.
 
-/** One decision of a batch, as its script needs it. */
+/** One decision of a batch, as its script needs it (a store layer's call is one as it is). */
 export interface BatchCall {
-  readonly redisKey: string;
-  readonly permits: number;
+  /** The caller's key: the Redis key is the limiter's namespace and it. */
+  readonly key: string;
+  /** Permits. */
+  readonly amount: number;
   /** The caller's clock reading; read only when the caller's clock decides. */
-  readonly now: number;
+  readonly now: number | undefined;
   readonly rule: Rule;
 }
 
@@ -22,24 +24,25 @@ export interface ScriptArguments {
 }
 
 /**
- * A batch's KEYS and ARGV: for calls that share one rule (the usual case) `split` and the rule's
- * limit and windowMs, one argument more than when the rule was the limiter's; for calls under
- * several, minus their number, `split`, each rule's limit and windowMs, and each key's rule index.
- * Then the permits (left out when all are 1 and the server's clock decides: a third fewer
- * arguments to send and parse), then the caller's readings when its clock decides.
+ * A batch's KEYS (`namespace` and each call's key) and ARGV: for calls that share one rule (the
+ * usual case) `split` and the rule's limit and windowMs, one argument more than when the rule was
+ * the limiter's; for calls under several, minus their number, `split`, each rule's limit and
+ * windowMs, and each key's rule index. Then the permits (left out when all are 1 and the server's
+ * clock decides: a third fewer arguments to send and parse), then the caller's readings when its
+ * clock decides.
  */
-export function batchArguments(calls: readonly BatchCall[], split: number, callerClock: boolean): ScriptArguments {
+export function batchArguments(calls: readonly BatchCall[], namespace: string, split: number, callerClock: boolean): ScriptArguments {
   const keys: string[] = [];
   const first = calls[0]!.rule;
   let shared = true;
   let leaveOut = !callerClock;
   for (const call of calls) {
-    keys.push(call.redisKey);
-    if (call.permits !== 1) leaveOut = false;
+    keys.push(namespace + call.key);
+    if (call.amount !== 1) leaveOut = false;
     if (call.rule !== first && (call.rule.limit !== first.limit || call.rule.windowMs !== first.windowMs)) shared = false;
   }
   const args = shared ? [String(split), String(first.limit), String(first.windowMs)] : perCallRules(calls, split);
-  if (!leaveOut) for (const call of calls) args.push(String(call.permits));
+  if (!leaveOut) for (const call of calls) args.push(String(call.amount));
   if (callerClock) for (const call of calls) args.push(String(call.now));
   return { keys, args };
 }
@@ -128,6 +131,24 @@ export function batchDecisions(reply: unknown, calls: readonly BatchCall[]): (De
   return results;
 }
 
+/**
+ * A refund's reply: the key's own rule, when the key is counted under another rule than the
+ * call's (the script names it first, `S<limit>/<windowMs> `: a refund never changes a key's rule),
+ * and the reply past it.
+ */
+export function ownRule(reply: unknown): { rule: Rule | undefined; rest: unknown } {
+  if (typeof reply !== 'string' || !reply.startsWith('S')) return { rule: undefined, rest: reply };
+  const named = /^S(\d+)\/(\d+) /.exec(reply);
+  let rule: Rule | undefined;
+  try {
+    if (named !== null) rule = new Rule(Number(named[1]), Number(named[2]));
+  } catch {
+    // Out of any rule's range: not a reply of ours either.
+  }
+  if (rule === undefined) throw unexpectedReply(reply, 'Redis');
+  return { rule, rest: reply.slice(named![0].length) };
+}
+
 /** An operation's decision, or (thrown) the error of its key or of a reply no script of ours sends. */
 export function operationDecision(reply: unknown, limit: number, withLimit = false): Decision {
   const result = readDecision(reply, limit, withLimit);
@@ -149,4 +170,12 @@ export function operationDone(reply: unknown, limit: number): boolean {
 export function previousKeyArguments(reply: unknown): [string, string] {
   if (Array.isArray(reply) && reply.length === 2 && typeof reply[0] === 'string' && (typeof reply[1] === 'number' || typeof reply[1] === 'bigint')) return [reply[0], String(reply[1])];
   throw unexpectedReply(reply, 'Redis');
+}
+
+/**
+ * The previous version's Redis key of a caller's key: the rule between the limiter's namespace and
+ * the key, as src/store/keys.ts's storeNamespace and the scripts' legacy_key name it.
+ */
+export function previousRedisKey(namespace: string, rule: Rule, key: string): string {
+  return `${namespace}${rule.limit}/${rule.windowMs}:${key}`;
 }

@@ -55,7 +55,7 @@ export interface ScriptPlan {
 }
 
 function plan(source: string, previous: ScriptPlan['previous'] = 'GET'): ScriptPlan {
-  return { script: script(withConstants(source)), ruleArgs: (rule) => batchArguments([{ redisKey: '', permits: 1, now: 0, rule }], 0, false).args, previous };
+  return { script: script(withConstants(source)), ruleArgs: (rule) => batchArguments([{ key: '', amount: 1, now: undefined, rule }], '', 0, false).args, previous };
 }
 
 /**

@@ -49,10 +49,8 @@ export const MAX_IN_FLIGHT = 4096;
  */
 export interface StoreCall extends Bounded {
   readonly op: Operation;
-  /** The caller's key (for the outage hook); the engine sends {@link storeKey}. */
+  /** The caller's key: the engine stores it under its limiter's namespace. */
   readonly key: string;
-  /** The key in the store, built by storeNamespace from the call's rule. */
-  readonly storeKey: string;
   /** The key's rule for this call: a function of the key may give each key (and each call) its own. */
   readonly rule: Rule;
   /** Permits (a decision, peek, charge, reservation or refund), or a block's or extension's duration in ms. */
@@ -65,14 +63,18 @@ export interface StoreCall extends Bounded {
   readonly receipt: unknown;
   /** The engine's own note on the call once sent (say, the script call it went in); the layer never reads it. */
   sent: unknown;
+  /** The engine's own place for the call in the order it sent calls (Redis on a cluster, see RedisEngine's #waited); the layer never reads it. */
+  order: number;
   /**
    * The store's answer: the decision (none for `block`, `reset` and `extend`), and a granted
    * reservation's receipt, or for `extend` whether the lease was still held (a boolean). A refused
    * reservation with an in-flight limit also gives `provenMs`, the wait its rate and block prove:
-   * unlike its retry, no release can end it sooner. Ignored once the call is answered (its timeout
-   * came first).
+   * unlike its retry, no release can end it sooner. `rule`: the rule the key is counted under, when
+   * a `refund` found it under another than the call's (a refund or an extension never changes a
+   * key's rule: it acts under the key's own), which the decision reports. Ignored once the call is
+   * answered (its timeout came first).
    */
-  answer(decision: Decision | undefined, receipt?: unknown, provenMs?: number): void;
+  answer(decision: Decision | undefined, receipt?: unknown, provenMs?: number, rule?: Rule): void;
   /**
    * The store failed this call: a decision, peek or reservation is answered by the outage policy,
    * any other operation rejects with `error`. Ignored once the call is answered.
@@ -99,8 +101,8 @@ export interface StoreEngine {
   readonly batchesOperations: boolean;
   /** @throws TypeError for a key this store cannot hold (beyond what every store checks). */
   checkKey(key: string): void;
-  /** The batch group of a store key: calls of one group may share a batch (a hash slot on a Redis Cluster). */
-  group(storeKey: string): number;
+  /** The batch group of a caller's key: calls of one group may share a batch (a hash slot on a Redis Cluster). */
+  group(key: string): number;
   /**
    * Sends `calls`: decisions of one group and one rule, or one key operation (or, when operations
    * are batched, calls of one rule); `flight.release()` once answered.

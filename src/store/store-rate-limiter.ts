@@ -67,12 +67,17 @@ const ALONE = new InFlight();
 /**
  * One call on its way: built by the layer, answered once by the engine, the outage policy, the
  * call's timeout, or a failed rule lookup. While its key's rule is being looked up, `rule` is
- * undefined and `storeKey` empty.
+ * UNKNOWN.
  */
 class Call implements StoreCall {
   readonly op: Operation;
   readonly key: string;
-  storeKey = '';
+  /**
+   * Under a rule function, the key with its rule (storeNamespace): the refusal cache files the call
+   * under it, so a refusal under one rule never answers for the key under another. Empty under a
+   * fixed rule, where the key alone does.
+   */
+  ruledKey = '';
   rule: Rule = UNKNOWN;
   readonly amount: number;
   readonly concurrency: InFlightLimit | undefined;
@@ -91,8 +96,11 @@ class Call implements StoreCall {
   gathering: Gathering | undefined = undefined;
   index = 0;
   sent: unknown = undefined;
-  readonly resolve: (value: unknown) => void;
-  readonly reject: (error: unknown) => void;
+  order = 0;
+  /** What the caller is given, settled by {@link resolve} or {@link reject}. */
+  readonly promise: Promise<unknown>;
+  resolve!: (value: unknown) => void;
+  reject!: (error: unknown) => void;
   readonly #owner: Answers;
 
   constructor(
@@ -105,8 +113,6 @@ class Call implements StoreCall {
     reading: number,
     receipt: unknown,
     deadline: number,
-    resolve: (value: unknown) => void,
-    reject: (error: unknown) => void,
   ) {
     this.#owner = owner;
     this.op = op;
@@ -117,15 +123,19 @@ class Call implements StoreCall {
     this.reading = reading;
     this.receipt = receipt;
     this.deadline = deadline;
-    this.resolve = resolve;
-    this.reject = reject;
+    // A closure over the call alone: an executor in the layer's #call closed over all its
+    // arguments, a context of them built per call (bench/HISTORY.md).
+    this.promise = new Promise((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
   }
 
-  answer(decision: Decision | undefined, receipt?: unknown, provenMs?: number): void {
+  answer(decision: Decision | undefined, receipt?: unknown, provenMs?: number, rule?: Rule): void {
     if (this.answered) return;
     this.answered = true;
     if (provenMs !== undefined) this.provenMs = provenMs;
-    this.#owner.answered(this, decision, receipt);
+    this.#owner.answered(this, decision, receipt, rule);
   }
 
   fail(error: unknown): void {
@@ -137,7 +147,7 @@ class Call implements StoreCall {
 
 /** How the layer answers its calls (see Call). */
 interface Answers {
-  answered(call: Call, decision: Decision | undefined, receipt: unknown): void;
+  answered(call: Call, decision: Decision | undefined, receipt: unknown, rule: Rule | undefined): void;
   failed(call: Call, error: unknown): void;
 }
 
@@ -186,7 +196,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
    */
   readonly #looking = new Map<string, Call[]>();
   readonly #answers: Answers = {
-    answered: (call, decision, receipt) => this.#answered(call, decision, receipt),
+    answered: (call, decision, receipt, rule) => this.#answered(call, decision, receipt, rule),
     failed: (call, error) => this.#failed(call, error),
   };
 
@@ -608,8 +618,9 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
 
   /**
    * Starts any call but a decision. A reset reads no clock (as in memory: it has no use for the
-   * time). A refund goes under the rule of its reservation, without a lookup: its receipt belongs
-   * to the key counted under that rule.
+   * time). A refund or an extension goes under the rule of its reservation, without a lookup: the
+   * store acts under the rule the key is counted under now, never changing it (a key moved to
+   * another rule meanwhile voided the receipt, and kept the lease).
    * @throws for a bad key or clock reading.
    */
   #operate(op: Operation, key: string, amount: number, receipt?: unknown, made?: (call: Call) => void, rule?: Rule): Promise<unknown> {
@@ -619,8 +630,8 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
   }
 
   #call(op: Operation, key: string, amount: number, now: number | undefined, reading: number, receipt?: unknown, made?: (call: Call) => void, rule?: Rule): Promise<unknown> {
-    return new Promise((resolve, reject) => {
-      const call = new Call(this.#answers, op, key, amount, this.#inFlight, now, reading, receipt, this.#timeouts.deadline(), resolve, reject);
+    const call = new Call(this.#answers, op, key, amount, this.#inFlight, now, reading, receipt, this.#timeouts.deadline());
+    try {
       made?.(call);
       // Bounded from its start: a rule lookup counts against the call's timeout too.
       this.#timeouts.add(call);
@@ -631,7 +642,11 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
       } else {
         this.#lookUp(call, this.#lookup!);
       }
-    });
+    } catch (error) {
+      // As a throw inside a promise's executor would: the caller's promise rejects.
+      call.reject(error);
+    }
+    return call.promise;
   }
 
   /** Asks the rule function for the call's key; the call goes once it and every earlier call on its key have their rule. */
@@ -700,7 +715,7 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
 
   #ruled(call: Call, rule: Rule): void {
     call.rule = rule;
-    call.storeKey = this.#namespace(rule) + call.key;
+    if (this.#fixed === undefined) call.ruledKey = this.#namespace(rule) + call.key;
   }
 
   /** Rejects a call whose rule lookup failed: the caller's error, not the store's (no outage policy, no `onError`). */
@@ -713,18 +728,20 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
   /** Hands a call whose rule is known to the engine, batched or alone. */
   #dispatch(call: Call): void {
     if (call.op === 'decide' && this.#fixed === undefined && this.#refusals !== undefined) {
-      const known = this.#refusals.get(call.storeKey, call.amount, call.reading, call.rule.limit);
+      const known = this.#refusals.get(call.ruledKey, call.amount, call.reading, call.rule.limit);
       if (known !== undefined) return call.answer(known);
     }
     call.dispatched = true;
     if (call.gathering !== undefined) return call.gathering.join(call.index, call, this.#engine.joint!.prepare(call));
     if (this.#coalescer === undefined || (call.op !== 'decide' && !this.#engine.batchesOperations)) return this.#engine.send([call], ALONE);
-    const group = this.#engine.group(call.storeKey);
+    const group = this.#engine.group(call.key);
     // A batch carries one rule, sent once with it.
     this.#coalescer.add(call, this.#fixed !== undefined ? group : `${group} ${call.rule.limit}/${call.rule.windowMs}`);
   }
 
-  #answered(call: Call, decision: Decision | undefined, receipt: unknown): void {
+  #answered(call: Call, decision: Decision | undefined, receipt: unknown, rule: Rule | undefined): void {
+    // A refund acted under the key's own rule: its window, and the refusals it may have made stale, are that rule's.
+    if (rule !== undefined) this.#ruled(call, rule);
     const { op } = call;
     if (decision !== undefined && this.#fixed === undefined) noteWindow(decision, call.rule.windowMs);
     if (op === 'decide') {
@@ -771,12 +788,9 @@ export abstract class StoreRateLimiter<R extends Rule | RuleOf = Rule> extends C
     this.#waiting.wake(call.key);
   }
 
-  /**
-   * What the refusal cache files a call under: its key, or under a rule function its store key, so
-   * a refusal under one rule never answers for the key under another.
-   */
+  /** What the refusal cache files a call under (see Call's `ruledKey`). */
   #refusalKey(call: Call): string {
-    return this.#fixed === undefined ? call.storeKey : call.key;
+    return this.#fixed === undefined ? call.ruledKey : call.key;
   }
 
   readonly #report = (error: unknown, key: string): void => report(this.#onError, error, key, this.#engine.store);

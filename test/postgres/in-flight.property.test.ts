@@ -7,7 +7,7 @@ import { describe, expect } from 'vitest';
 import { Concurrency, ManualClock, Rule } from '../../src/index';
 import { type PostgresAlgorithm, PostgresRateLimiter } from '../../src/postgres';
 import { algorithmNames } from '../redis/helpers/algorithms';
-import { inMemoryTwin, replay, traceStep } from '../support/in-flight-twin';
+import { inMemoryTwin, perKeyTwin, replay, ruledTraces, traceStep } from '../support/in-flight-twin';
 import { postgresPort } from '../stores/support/postgres-store';
 import { migratedSchema } from './helpers/schema';
 
@@ -33,6 +33,19 @@ describe.skipIf(!postgresPort)('in-flight limits over PostgreSQL equal their in-
       const store = algorithm === undefined ? new PostgresRateLimiter(options) : new PostgresRateLimiter({ ...options, algorithm, rule });
       const cap = algorithm === undefined ? inFlight : Math.min(limit, inFlight);
       const { fromMemory, fromStore } = await replay(memory, store, steps, cap, clock);
+      expect(fromStore).toEqual(fromMemory);
+    });
+  }
+
+  for (const algorithm of algorithmNames) {
+    test.prop([ruledTraces(20_000)], { numRuns: 25 })(`${algorithm}, a rule per key: a lease taken under the key's old rule is settled, cancelled and extended under its new one, as the twin reconfigured per key`, async ({ startMs, rules, inFlight, leaseMs, steps }) => {
+      const clock = new ManualClock(startMs);
+      const ruleList = rules.map(({ limit, windowMs }) => new Rule(limit, windowMs));
+      const { memoryOf, ruleOf, choose, readings } = perKeyTwin(algorithm, ruleList, inFlight, leaseMs, clock);
+      const concurrency = new Concurrency(inFlight, { leaseMs });
+      const store = new PostgresRateLimiter({ client: made.pool, schema: made.schema, algorithm, rule: ruleOf, concurrency, onStoreError: 'deny', clock: readings, prefix: `${Math.random()}:`, timeoutMs: 5_000 });
+      const cap = Math.min(inFlight, ...ruleList.map(({ limit }) => limit));
+      const { fromMemory, fromStore } = await replay(memoryOf, store, steps, cap, clock, choose);
       expect(fromStore).toEqual(fromMemory);
     });
   }

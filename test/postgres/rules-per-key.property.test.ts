@@ -4,15 +4,18 @@
 // rule is a function of the key sends it), decides exactly as a twin made of one in-memory
 // KeyedRateLimiter per key, reconfigured whenever that key's rule changes; batches whose calls
 // differ in rule included. Before the row remembered its rule, a rule change started the key over
-// (its row key held the rule), forgiving what it had used.
+// (its row key held the rule), forgiving what it had used. A settle, cancel or lease extension,
+// sent under its reservation's rule, acts under the row's and never changes it.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
-import { KeyedRateLimiter, ManualClock, Rule } from '../../src/index';
+import { type AsyncReservation, KeyedRateLimiter, ManualClock, type Reservation, Rule } from '../../src/index';
 import { PostgresRateLimiter } from '../../src/postgres';
+import { ownRule } from '../../src/postgres/protocol';
 import { algorithmNames, twins } from '../redis/helpers/algorithms';
 import { postgresPort } from '../stores/support/postgres-store';
 import { migratedSchema } from './helpers/schema';
 import { sqlCalls } from './helpers/sql-calls';
+import { MOVES, staleLeases, staleSettles } from '../support/stale-settle';
 
 // Windows of 20 s and more: rows expire on the server's clock, which moves a few seconds per run.
 const smallRules = fc.record({ limit: fc.integer({ min: 1, max: 20 }), windowMs: fc.integer({ min: 20_000, max: 200_000 }) });
@@ -33,6 +36,11 @@ const step = fc.record({
   share: fc.double({ min: 0, max: 1, noNaN: true }),
 });
 const traces = fc.record({ startMs: fc.oneof(fc.constant(0), fc.integer({ min: 1_700_000_000_000, max: 1_900_000_000_000 })), steps: fc.array(step, { minLength: 1, maxLength: 30 }) });
+/** Through a limiter, reservations too, settled or cancelled at random (`pick` chooses which), across rule changes. */
+const limiterTraces = fc.record({
+  startMs: traces.map(({ startMs }) => startMs),
+  steps: fc.array(fc.record({ step, op: fc.constantFrom('reserve', 'reserve', 'settle', 'cancel', 'other', 'other', 'other'), pick: fc.nat() }), { minLength: 1, maxLength: 30 }),
+});
 
 describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
   const made = migratedSchema('rules');
@@ -98,7 +106,7 @@ describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
   }
 
   for (const algorithm of algorithmNames) {
-    test.prop([ruleSets, traces], { numRuns: 15 })(`${algorithm}: through PostgresRateLimiter, a rule function whose answer changes decides as the reconfigured twin`, async (rules, { startMs, steps }) => {
+    test.prop([ruleSets, limiterTraces], { numRuns: 15 })(`${algorithm}: through PostgresRateLimiter, a rule function whose answer changes decides as the reconfigured twin; a settle or cancel after a change keeps the key's new rule`, async (rules, { startMs, steps }) => {
       const clock = new ManualClock(startMs);
       const current = new Map<string, Rule>();
       const limiter = new PostgresRateLimiter({
@@ -112,9 +120,30 @@ describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
       });
       const twins_ = new Map<string, KeyedRateLimiter>();
       const twin = (key: string) => twins_.get(key) ?? twins_.set(key, new KeyedRateLimiter({ algorithm: () => new twins[algorithm](current.get(key) ?? rules[0]!), clock })).get(key)!;
-      for (const [i, { moveMs, key, rule: pick, op, share }] of steps.entries()) {
+      const reservations: { store: AsyncReservation; memory: Reservation; rule: Rule; key: string; permits: number }[] = [];
+      // Keys reset and not written since: a refund there answers a new key under its reservation's rule, as before.
+      const absent = new Set<string>();
+      for (const [i, { step: { moveMs, key, rule: pick, op: other, share }, op: chosen, pick: which }] of steps.entries()) {
         clock.advance(moveMs);
+        const op = chosen === 'other' ? other : chosen;
         const at = `step ${i}: ${op} ${key}`;
+        if (op === 'settle' || op === 'cancel') {
+          // Sent under the reservation's rule, with no lookup: the key's rule stays as it is.
+          const held = reservations.splice(which % Math.max(1, reservations.length), 1)[0];
+          if (held === undefined) continue;
+          if (op === 'cancel') {
+            await held.store.cancel();
+            held.memory.cancel();
+            expect(await limiter.peek(held.key, 0), at).toStrictEqual(twin(held.key).peek(held.key, 0));
+            continue;
+          }
+          const actual = Math.floor(share * 2 * held.permits);
+          const inMemory = held.memory.settle(actual);
+          const fresh = new KeyedRateLimiter({ algorithm: () => new twins[algorithm](held.rule), clock });
+          expect(await held.store.settle(actual), at).toStrictEqual(absent.has(held.key) && actual <= held.permits ? fresh.peek(held.key, 0) : inMemory);
+          if (actual > held.permits) absent.delete(held.key);
+          continue;
+        }
         if (op === 'peek' || op === 'peek0') {
           // Under the key's own rule (a peek under another carries over in its answer only).
           expect(await limiter.peek(key, 0), at).toStrictEqual(twin(key).peek(key, 0));
@@ -126,12 +155,18 @@ describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
         current.set(key, rule);
         if (before.limit !== rule.limit || before.windowMs !== rule.windowMs) held.reconfigure(() => new twins[algorithm](rule));
         const permits = 1 + Math.floor(share * (rule.limit - 1));
+        if (op === 'reset') absent.add(key);
+        else absent.delete(key);
         if (op === 'charge') {
           const charged = Math.min(Number.MAX_SAFE_INTEGER, 1 + Math.floor(share * 3 * rule.limit));
           expect(await limiter.charge(key, charged), at).toStrictEqual(held.charge(key, charged));
         } else if (op === 'reset') {
           await limiter.reset(key);
           held.reset(key);
+        } else if (op === 'reserve') {
+          const made = { store: await limiter.reserve(key, permits), memory: held.reserve(key, permits), rule, key, permits };
+          expect(made.store.decision, at).toStrictEqual(made.memory.decision);
+          if (made.memory.decision.allowed) reservations.push(made);
         } else if (op === 'block') {
           // At least 1 ms: a block of 0 ms sends nothing, so it carries no usage over.
           await limiter.block(key, 1 + Math.floor(share * 100_000));
@@ -165,6 +200,18 @@ describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
     expect(await sql.acquire('k', 1, clock.now(), a)).toStrictEqual(underB.tryAcquire('k', 1));
   });
 
+  for (const algorithm of algorithmNames) {
+    test.each(MOVES)(`${algorithm}: a settle or cancel of a reservation made under the key's old rule keeps the key under its new rule, as the reconfigured twin (%s to %s)`, async (...move) => {
+      const { store, memory } = await staleSettles(algorithm, (rule, clock) => new PostgresRateLimiter({ client: made.pool, schema: made.schema, algorithm, rule, onStoreError: 'deny', clock, prefix: `${Math.random()}:` }), move);
+      expect(store).toStrictEqual(memory);
+    });
+
+    test.each(MOVES)(`${algorithm}: with concurrency, a lease taken under the key's old rule is extended, settled and cancelled under its new rule, as the reconfigured twin (%s to %s)`, async (...move) => {
+      const { store, memory } = await staleLeases(algorithm, (rule, clock, concurrency) => new PostgresRateLimiter({ client: made.pool, schema: made.schema, algorithm, rule, concurrency, onStoreError: 'deny', clock, prefix: `${Math.random()}:` }), move);
+      expect(store).toStrictEqual(memory);
+    });
+  }
+
   test('a limiter under another rule on the same keys carries their usage over: nothing forgiven (before, its row key held the rule and the key started over)', async () => {
     const clock = new ManualClock(0);
     const options = { client: made.pool, schema: made.schema, algorithm: 'sliding-window-counter', onStoreError: 'deny', clock, prefix: `${Math.random()}:` } as const;
@@ -174,5 +221,14 @@ describe.skipIf(!postgresPort)('rules per key over PostgreSQL', () => {
     expect(await after.tryAcquire('k', 1)).toMatchObject({ allowed: true, remaining: 12 });
     // And back: 8 used, of 10.
     expect(await before.tryAcquire('k', 3)).toMatchObject({ allowed: false, remaining: 2 });
+  });
+});
+
+describe("a refund's reply naming the key's own rule", () => {
+  test.each([[['4', '30000']], [[String(Number.MAX_SAFE_INTEGER), String(Rule.MAX_WINDOW_MS)]]])('%j is that rule', (numbers) => {
+    expect(ownRule(numbers)).toEqual(new Rule(Number(numbers[0]), Number(numbers[1])));
+  });
+  test.each([[['0', '30000']], [['4', 'NaN']], [['4.5', '10']], [[String(2 ** 53), '1']]])('%j is no reply of ours', (numbers) => {
+    expect(() => ownRule(numbers)).toThrow(/unexpected reply/);
   });
 });

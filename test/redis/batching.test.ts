@@ -205,6 +205,22 @@ describe.skipIf(!redisPort)('batching', () => {
     expect(gated.sent.map((keys) => keys.length)).toEqual([1, BATCH, BATCH, 40 - 1 - 2 * BATCH]);
   });
 
+  test('over a client that is not `ordered`, a key has one script call in flight at a time, in the order made; other keys go beside it', async () => {
+    const gated = gatedClient(toScriptClient(redis), { ordered: false });
+    const prefix = uniquePrefix('one-per-key');
+    const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule: new Rule(40, 1e12), onStoreError: 'deny', prefix });
+    const alone = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule: new Rule(40, 1e12), onStoreError: 'deny', prefix: `${prefix}alone:`, batch: false });
+    // One tick: 40 calls on one key (three batches in one round), and alone, three on `a` and one on `b`.
+    const hot = Array.from({ length: 40 }, () => limiter.tryAcquire('hot'));
+    const sole = [alone.tryAcquire('a'), alone.tryAcquire('a'), alone.tryAcquire('b'), alone.tryAcquire('a')];
+    await nextMacrotask();
+    // Sent together, a client without order could run the later ones first.
+    expect(gated.sent.map((keys) => keys.length)).toEqual([1, 1, BATCH]);
+    gated.open();
+    expect((await Promise.all(hot)).map(({ remaining }) => remaining)).toEqual(Array.from({ length: 40 }, (_, i) => 39 - i));
+    expect((await Promise.all(sole)).map(({ remaining }) => remaining)).toEqual([39, 38, 39, 37]);
+  });
+
   test('calls on one key arriving across callbacks decide in the order made, as one by one would, over several batches', async () => {
     const gated = gatedClient(toScriptClient(redis));
     const limiter = new RedisRateLimiter({ client: gated, algorithm: 'fixed-window', rule: new Rule(40, 1e12), onStoreError: 'deny', prefix: uniquePrefix('order-across') });

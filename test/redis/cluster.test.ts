@@ -5,7 +5,7 @@ import { GlideClusterClient, Logger } from '@valkey/valkey-glide';
 import { afterAll, beforeAll, describe, expect, vi } from 'vitest';
 import { typeError } from '../../src/core/errors';
 import { Concurrency, KeyedRateLimiter, ManualClock, Rule } from '../../src/index';
-import { type RedisClientLike, RedisRateLimiter } from '../../src/redis';
+import { type RedisAlgorithm, type RedisClientLike, RedisRateLimiter } from '../../src/redis';
 import { toScriptClient } from '../../src/redis/client';
 import { PREVIOUS_KEY, plans } from '../../src/redis/scripts';
 import { hashSlot } from '../../src/redis/slot';
@@ -243,15 +243,16 @@ describe.skipIf(!redisPort)('Redis Cluster: batches of one hash slot, so no CROS
       expect(refused.degraded).toBeUndefined();
     });
 
-    // 40 calls in one tick on a fresh key: three batches find it absent, the first call adopts (a
-    // read, a second try), and the 39 that waited go as batches again, not as 39 script calls at
-    // once (a client need not keep so many in order: GLIDE ran a hundred in another order).
-    test.each(algorithmNames)('%s: the calls that waited for an adoption go in order as batches of 16', async (algorithm) => {
+    /**
+     * 40 calls in one tick on a fresh key, over a client `ordered` or not: they decide as in memory;
+     * the script calls' sizes are returned.
+     */
+    async function callsOnAFreshKey(algorithm: RedisAlgorithm, ordered: boolean): Promise<number[]> {
       const clock = new ManualClock(1_700_000_000_000);
       const rule = new Rule(30, 60_000);
       // Every node holds the scripts already: no NOSCRIPT reply sends one again.
       for (const node of ioredis.nodes('master')) for (const { source } of [plans[algorithm].script, PREVIOUS_KEY]) await node.script('LOAD', source);
-      const recorded = gatedClient(toScriptClient(ioredis), { isCluster: true });
+      const recorded = gatedClient(toScriptClient(ioredis), { isCluster: true, ordered });
       recorded.open();
       const limiter = new RedisRateLimiter({ client: recorded, algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('cluster-waited'), timeoutMs: 5_000 });
       const twin = new twins[algorithm](rule);
@@ -263,7 +264,21 @@ describe.skipIf(!redisPort)('Redis Cluster: batches of one hash slot, so no CROS
         decisions.push(limiter.tryAcquire('k'));
       }
       expect(await Promise.all(decisions)).toStrictEqual(expected);
-      expect(recorded.sent.map((keys) => keys.length)).toEqual([16, 16, 8, 1, 1, 16, 16, 7]);
+      return recorded.sent.map((keys) => keys.length);
+    }
+
+    // Three batches find the key absent, the first call adopts (a read, a second try), and the 39
+    // that waited go as batches again, not as 39 script calls at once (a client need not keep so
+    // many in order: GLIDE ran a hundred in another order).
+    test.each(algorithmNames)('%s: the calls that waited for an adoption go in order as batches of 16', async (algorithm) => {
+      expect(await callsOnAFreshKey(algorithm, true)).toEqual([16, 16, 8, 1, 1, 16, 16, 7]);
+    });
+
+    // Over a client that is not `ordered` (GLIDE): one script call on the key at a time. The two
+    // batches queued behind the first, which found the key absent, wait for the adoption too
+    // instead of deciding before the calls that waited for it.
+    test.each(algorithmNames)('%s: over a client that is not ordered, the calls held behind the first batch wait for its adoption, then go in order one batch at a time', async (algorithm) => {
+      expect(await callsOnAFreshKey(algorithm, false)).toEqual([16, 1, 1, 16, 16, 7]);
     });
 
     test('a read of the previous key that never comes back is bounded by timeoutMs, and holds the next call on the key back no longer', async () => {

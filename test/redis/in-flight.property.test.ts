@@ -8,7 +8,8 @@ import { Concurrency, ManualClock, Rule } from '../../src/index';
 import { type RedisAlgorithm, RedisRateLimiter } from '../../src/redis';
 import { redisPort, uniquePrefix, useBothClients } from './helpers/clients';
 import { type RedisCluster, startRedisCluster } from './helpers/redis-cluster';
-import { inMemoryTwin, replay, traceStep } from '../support/in-flight-twin';
+import { inMemoryTwin, perKeyTwin, replay, ruledTraces, traceStep } from '../support/in-flight-twin';
+import { algorithmNames } from './helpers/algorithms';
 
 /** The algorithms with leases over Redis (all five), and `undefined` for the in-flight limit alone. */
 const leased: (RedisAlgorithm | undefined)[] = ['token-bucket', 'leaky-bucket', 'fixed-window', 'sliding-window-log', 'sliding-window-counter', undefined];
@@ -55,5 +56,18 @@ describe.skipIf(!redisPort)('in-flight limits over Redis equal their in-memory t
         expect(fromStore).toEqual(fromMemory);
       });
     }
+  }
+
+  for (const algorithm of algorithmNames) {
+    test.prop([ruledTraces(1_000)], { numRuns: 25 })(`ioredis, ${algorithm}, a rule per key: a lease taken under the key's old rule is settled, cancelled and extended under its new one, as the twin reconfigured per key`, async ({ startMs, rules, inFlight, leaseMs, steps }) => {
+      const clock = new ManualClock(startMs);
+      const ruleList = rules.map(({ limit, windowMs }) => new Rule(limit, windowMs));
+      const { memoryOf, ruleOf, choose, readings } = perKeyTwin(algorithm, ruleList, inFlight, leaseMs, clock);
+      const concurrency = new Concurrency(inFlight, { leaseMs });
+      const store = new RedisRateLimiter({ client: clients.ioredis as never, algorithm, rule: ruleOf, concurrency, onStoreError: 'deny', clock: readings, prefix: uniquePrefix('in-flight-rules'), timeoutMs: 5_000 });
+      const cap = Math.min(inFlight, ...ruleList.map(({ limit }) => limit));
+      const { fromMemory, fromStore } = await replay(memoryOf, store, steps, cap, clock, choose);
+      expect(fromStore).toEqual(fromMemory);
+    });
   }
 });

@@ -13,7 +13,7 @@ const limit = Number.MAX_SAFE_INTEGER;
 
 /** The decisions of a reply to `count` calls under a rule of `limit` permits. */
 const readReply = (reply: unknown, count: number, limit: number) =>
-  batchDecisions(reply, Array.from({ length: count }, () => ({ redisKey: 'k', permits: 1, now: 0, rule: new Rule(limit, 1000) })));
+  batchDecisions(reply, Array.from({ length: count }, () => ({ key: 'k', amount: 1, now: 0, rule: new Rule(limit, 1000) })));
 
 describe('batchDecisions', () => {
   test.prop([whole, whole])('an allowance reads back exactly', (remaining, reset) => {

@@ -1,13 +1,15 @@
 // Rules chosen per key (`rule: (key) => Rule | Promise<Rule>`, src/store/store-rate-limiter.ts) over a
 // real Redis: each key decides as the in-memory twin of its own rule; a slow lookup keeps its key's
 // calls in order and holds no other key back; a lookup that throws, answers no rule or outlives
-// timeoutMs; permits checked against the key's own rule; the HTTP `w` of each key's own window.
+// timeoutMs; permits checked against the key's own rule; the HTTP `w` of each key's own window; a
+// settle, cancel or lease extension made under a key's old rule keeps the key under its new one.
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { type Decision, KeyedRateLimiter, ManualClock, Rule } from '../../src/index';
 import { withRateLimit } from '../../src/http';
 import { RedisRateLimiter, type RuleOf } from '../../src/redis';
 import { algorithmNames, twins } from './helpers/algorithms';
 import { redisPort, uniquePrefix, useIoredis } from './helpers/clients';
+import { MOVES, staleLeases, staleSettles } from '../support/stale-settle';
 
 const plans: Record<string, Rule> = { free: new Rule(2, 60_000), pro: new Rule(5, 3_600_000) };
 const planOf = (key: string): Rule => plans[key.split(':')[0]!]!;
@@ -38,6 +40,18 @@ describe.skipIf(!redisPort)('rules per key over Redis', () => {
         expect(await limiter.tryAcquire(key), `step ${step} ${key}`).toEqual(twin.tryAcquire(key));
       }
       expect(await limiter.peek('pro:b', 0)).toEqual(twin.peek('pro:b', 0));
+    });
+  }
+
+  for (const algorithm of algorithmNames) {
+    test.each(MOVES)(`${algorithm}: a settle or cancel of a reservation made under the key's old rule keeps the key under its new rule, as the reconfigured twin (%s to %s)`, async (...move) => {
+      const { store, memory } = await staleSettles(algorithm, (rule, clock) => new RedisRateLimiter({ client, algorithm, rule, onStoreError: 'deny', clock, prefix: uniquePrefix('stale-settle') }), move);
+      expect(store).toStrictEqual(memory);
+    });
+
+    test.each(MOVES)(`${algorithm}: with concurrency, a lease taken under the key's old rule is extended, settled and cancelled under its new rule, as the reconfigured twin (%s to %s)`, async (...move) => {
+      const { store, memory } = await staleLeases(algorithm, (rule, clock, concurrency) => new RedisRateLimiter({ client, algorithm, rule, concurrency, onStoreError: 'deny', clock, prefix: uniquePrefix('stale-lease') }), move);
+      expect(store).toStrictEqual(memory);
     });
   }
 

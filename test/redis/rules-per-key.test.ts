@@ -2,10 +2,12 @@
 // the key's usage over at that call exactly as KeyedRateLimiter.reconfigure does. The twin is one
 // in-memory KeyedRateLimiter per key, reconfigured when that key's rule changes. Several
 // RedisRateLimiters of one name and algorithm with different rules share every key (the key names
-// no rule), so each call chooses its key's rule by the limiter it is made through.
+// no rule), so each call chooses its key's rule by the limiter it is made through. A settle or
+// cancel goes under the rule its reservation was made under, and never changes the key's rule: it
+// acts under the key's own, as the twin's settle after a reconfigure refunds nothing and keeps it.
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect } from 'vitest';
-import { type Decision, KeyedRateLimiter, ManualClock, Rule } from '../../src/index';
+import { type AsyncReservation, type Decision, KeyedRateLimiter, ManualClock, type Reservation, Rule } from '../../src/index';
 import { RedisRateLimiter } from '../../src/redis';
 import { algorithmNames, twins } from './helpers/algorithms';
 import { redisPort, uniquePrefix, useIoredis } from './helpers/clients';
@@ -16,8 +18,9 @@ const step = fc.record({
   moveMs: fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 1, max: 5_000 }), fc.integer({ min: 0, max: 200_000 })),
   key: fc.constantFrom('a', 'b'),
   rule: fc.nat({ max: 2 }),
-  op: fc.constantFrom('acquire', 'acquire', 'acquire', 'charge', 'block', 'peek', 'peek0'),
+  op: fc.constantFrom('acquire', 'acquire', 'acquire', 'charge', 'block', 'peek', 'peek0', 'reserve', 'reserve', 'settle', 'settle', 'cancel'),
   share: fc.double({ min: 0, max: 1, noNaN: true }),
+  pick: fc.nat(),
 });
 
 describe.skipIf(!redisPort)('rules per key over Redis: a key carries its usage over to its new rule as reconfigure does', () => {
@@ -36,7 +39,7 @@ describe.skipIf(!redisPort)('rules per key over Redis: a key carries its usage o
           if (entry === undefined) {
             entry = { rule: r, twin: new KeyedRateLimiter({ algorithm: () => new twins[algorithm](r), clock }) };
             keys.set(key, entry);
-          } else if (entry.rule !== r) {
+          } else if (entry.rule.limit !== r.limit || entry.rule.windowMs !== r.windowMs) {
             entry.rule = r;
             entry.twin.reconfigure(() => new twins[algorithm](r));
           }
@@ -44,8 +47,29 @@ describe.skipIf(!redisPort)('rules per key over Redis: a key carries its usage o
         };
         const store: (Decision | string)[] = [];
         const memory: (Decision | string)[] = [];
-        for (const { moveMs, key, rule: index, op, share } of steps) {
+        const reservations: { store: AsyncReservation; memory: Reservation; rule: Rule; key: string; permits: number }[] = [];
+        for (const { moveMs, key, rule: index, op, share, pick } of steps) {
           clock.advance(moveMs);
+          if (op === 'settle' || op === 'cancel') {
+            // Made under the reservation's rule, whatever the key's is now (a refund looks up none).
+            const held = reservations.splice(pick % Math.max(1, reservations.length), 1)[0];
+            if (held === undefined) continue;
+            if (op === 'cancel') {
+              await held.store.cancel();
+              held.memory.cancel();
+              // The key's state after, under its own rule (a peek under another answers as carried over).
+              const own = keys.get(held.key)!;
+              store.push(await limiters[rules.indexOf(own.rule)]!.peek(held.key, 0));
+              memory.push(own.twin.peek(held.key, 0));
+              continue;
+            }
+            const actual = Math.floor(share * 2 * held.permits);
+            // Past what was reserved the excess is a charge: a call through the reservation's limiter, under its rule.
+            if (actual > held.permits) twinOf(held.key, held.rule);
+            store.push(await held.store.settle(actual));
+            memory.push(held.memory.settle(actual));
+            continue;
+          }
           // A peek writes nothing, so it is made under the key's current rule (a peek under another
           // rule answers as carried over, but the carry happens at the key's next write).
           const r = op.startsWith('peek') ? (keys.get(key)?.rule ?? rules[index]!) : rules[index]!;
@@ -55,6 +79,11 @@ describe.skipIf(!redisPort)('rules per key over Redis: a key carries its usage o
           if (op === 'acquire') {
             store.push(await limiter.tryAcquire(key, permits));
             memory.push(twin.tryAcquire(key, permits));
+          } else if (op === 'reserve') {
+            const held = { store: await limiter.reserve(key, permits), memory: twin.reserve(key, permits), rule: r, key, permits };
+            store.push(held.store.decision);
+            memory.push(held.memory.decision);
+            if (held.store.decision.allowed && held.memory.decision.allowed) reservations.push(held);
           } else if (op === 'charge') {
             const charged = 1 + Math.floor(share * 2 * r.limit);
             store.push(await limiter.charge(key, charged));

@@ -190,7 +190,9 @@ const loadAlone = (schema: string): string => `
  * - 'refund' and 'charge' (a settle, naming its reservation) release lease `receipt`, then give back
  *   or charge the rate as without one;
  * - 'extend' holds lease `receipt`, if still held, for `prm` ms from now instead;
- * - 'peek', 'block' and 'reset' as without leases ('reset' drops them); a rule change keeps them.
+ * - 'peek', 'block' and 'reset' as without leases ('reset' drops them); a rule change keeps them;
+ * - 'refund' and 'extend' act under the rule the row is counted under, never changing it (see
+ *   `load`); a refund then answers that rule's limit and windowMs after its four numbers.
  *
  * Rows expire once every lease has ended (the answer's reset covers the latest end).
  */
@@ -240,7 +242,7 @@ BEGIN
         : `IF op = 'peek' THEN
       ${load(schema, codec, 'share', 'general', true)}
     ELSE
-      ${load(schema, codec, 'update', 'general', true)}
+      ${load(schema, codec, 'update', 'general', true, "op IN ('refund', 'extend')")}
     END IF;`
     }
     -- The rates and the in-flight part count time from the latest grant of both, the in-flight
@@ -291,7 +293,7 @@ BEGIN
     ${store(schema, codec === undefined ? 'rule[3]' : slackOf(codec), ', blocked_until = blocked, receipts = rcpts, leases = lz', 'keep OR ', true)}
   END LOOP;
   ${reclaim(schema, '2')}
-  RETURN CASE WHEN op = 'extend' THEN ARRAY[CASE WHEN extended THEN 1 ELSE 0 END] ELSE answer END;
+  RETURN CASE WHEN op = 'extend' THEN ARRAY[CASE WHEN extended THEN 1 ELSE 0 END] WHEN stayed THEN answer || ARRAY[rule[1], rule[2]] ELSE answer END;
 END ${QUOTE};
 `;
 };

@@ -22,7 +22,7 @@
 // statements' plans for the session.
 
 import { Rule } from '../../core/rule';
-import { MAX_RECEIPTS, MAX_SAFE } from '../../store/constants';
+import { expirySlackMs, MAX_RECEIPTS, MAX_SAFE } from '../../store/constants';
 import { codecFunctions, type Codec } from './codec';
 import { QUOTE } from './dollar-quote';
 
@@ -97,12 +97,15 @@ const heldBy = (table: string, where: string) => `
  *   that wrote it had already looked (and deleted what it found), so the key was taken over.
  * - A row counted under another rule than the call's: its usage now under that rule, debt
  *   included, is charged to a fresh state under the call's (as `KeyedRateLimiter.reconfigure`
- *   carries it, up to the new rule's debt bound); the block stays, the receipts go.
+ *   carries it, up to the new rule's debt bound); the block stays, the receipts go. Unless the SQL
+ *   condition `stays` holds (a refund, an extension: sent under their reservation's rule, they
+ *   never change a key's rule): then the step goes on under the row's rule, set in `rule`, with
+ *   `stayed` set, and nothing is carried over.
  *
  * On the fast path (a decision) a window's receipts are left unread (`rcpts` null: it neither
  * reads nor changes them) and a bucket's are folded here (see `fold`).
  */
-export const load = (schema: string, codec: Codec, lock: Lock, path: 'general' | 'fast' = 'general', leases = false): string => {
+export const load = (schema: string, codec: Codec, lock: Lock, path: 'general' | 'fast' = 'general', leases = false, stays?: string): string => {
   const table = `${schema}.ratekeeper_state`;
   // The fast path reads a window's receipts never, a bucket's to fold them; the general path reads them always and folds per operation.
   const receipts = path === 'general' || codec.deficit !== undefined;
@@ -149,7 +152,15 @@ export const load = (schema: string, codec: Codec, lock: Lock, path: 'general' |
           s := ls;
           blocked := lb;
         END IF;${write ? `\n        IF ltid IS NOT NULL THEN DELETE FROM ${table} WHERE ctid = ltid; END IF;` : ''}
-      END IF;
+      END IF;${
+      stays === undefined
+        ? ''
+        : `
+    ELSIF ${stays} THEN
+      renew := false;
+      stayed := true;
+      rule := ${codec.ruleOf('rl', 'rw')} || least(floor(rw / 4), ${expirySlackMs(MAX_SAFE)});`
+    }
     ELSE
       renew := true;
       rcpts := NULL;${leases ? `\n      -- The leases stay, each ending when it would have; the rates' composite starts over.\n      IF lz IS NOT NULL THEN lz[2] := NULL; END IF;` : ''}
@@ -326,7 +337,8 @@ export const charge = (schema: string, codec: Codec): string => `
         IF forgave THEN rcpts := NULL; END IF;`;
 
 /** The variables of the key operations (their receipts, charges and refunds), beside {@link VARIABLES}. */
-export const OPERATION_VARIABLES = `j int;
+export const OPERATION_VARIABLES = `stayed boolean := false;
+  j int;
   pos int;
   forgave boolean;
   keep boolean;
@@ -341,7 +353,9 @@ export const OPERATION_VARIABLES = `j int;
  * given (remaining, retryAfterMs with 0 for an allowance, resetAfterMs). 'block' takes its duration
  * as the permits; 'reserve' keeps `receipt`, a caller's random id, which a 'refund' names; a
  * 'reset' answers nothing. Rows are locked in key order whatever the order asked, so two batches
- * sharing keys wait for each other instead of deadlocking.
+ * sharing keys wait for each other instead of deadlocking. A 'refund' (one key) acts under the rule
+ * its row is counted under (see load) and, when that is not the rule sent, answers it after its
+ * three numbers: its limit and windowMs.
  */
 const general = (schema: string, codec: Codec): string => {
   const fn = (op: string) => `${schema}.ratekeeper_${codec.name}_${op}`;
@@ -365,7 +379,7 @@ BEGIN
       IF op = 'peek' THEN
         ${load(schema, codec, 'share')}
       ELSE
-        ${load(schema, codec, 'update')}
+        ${load(schema, codec, 'update', 'general', false, "op = 'refund'")}
       END IF;
       next := NULL;
       keep := false;
@@ -398,7 +412,7 @@ BEGIN
   -- Last, once every key is decided: this lock-free reclaim never waits, so the rows it holds until
   -- commit cannot close a cycle with a batch waiting for this one.
   ${reclaim(schema, '2 * inserted')}
-  RETURN CASE WHEN op = 'reset' THEN '{}' ELSE reply END;
+  RETURN CASE WHEN op = 'reset' THEN '{}' WHEN stayed THEN reply || ARRAY[rule[1], rule[2]] ELSE reply END;
 END ${QUOTE};
 `;
 };

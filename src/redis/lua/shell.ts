@@ -90,8 +90,10 @@ ${codec.rest}
 -- The key as stored: its state under the call's rule r (carried over from another rule, or adopted
 -- from the previous version's key), block end and receipts; state is what GET gave, when read.
 -- Writes nothing. split: where the previous key's name puts the rule (0 nowhere; on a cluster, the
--- first try, or on the second what the engine read of that key, see dispatch).
-function load(key, r, now, split, state)
+-- first try, or on the second what the engine read of that key, see dispatch). With stays (a refund,
+-- an extension: they never change a key's rule), a key counted under another rule is read under
+-- that rule, s.r, and not carried over.
+function load(key, r, now, split, state, stays)
   local s = { block = -math.huge, rc = {}, ${leases ? 'ls = {}, ' : ''}expires = -math.huge, dirty = false, kept = 0, size = 0 }
   if state == nil then state = redis.call('GET', key) end
   if not state then
@@ -142,6 +144,10 @@ ${leases ? LEASES_READ(size) : ''}    for at = ${leases ? 'first' : `${size} + 9
   if not (limit % 1 == 0 and limit >= 1 and limit <= MAX_SAFE and window % 1 == 0 and window >= 1 and window <= MAX_WINDOW) then ${FOREIGN} end
   local before = prepare(limit, window)
   if not valid(before, unpack(s.body)) then ${FOREIGN} end
+  if stays then
+    s.r = before
+    return s
+  end
   local counted = used(before, now, unpack(s.body))
   s.body, s.rc, s.dirty = { fresh(r) }, {}, true
   if counted > 0 then s.body = { select(4, charge(r, now, math.min(counted, MAX_SAFE), unpack(s.body))) } end
@@ -224,13 +230,15 @@ ${settleOf(refundBody)}  -- Never refused, and a block neither stops it nor is l
     save(key, r, s, now, server_now, v[2])
     return decision(true, v[1], 0, v[2])
   end
-  -- A settle below what was reserved. Answers the state now, the block aside, as a settle does.
+  -- A settle below what was reserved, under the key's own rule (see dispatch). Answers the state
+  -- now, the block aside, as a settle does.
   function OPERATIONS.refund(key, r, now, server_now, split, permits, id)
-    local s = load(key, r, now, split)
+    local s = load(key, r, now, split, nil, true)
+    r = s.r or r
     local held = settle(r, s, now, tonumber(permits), tonumber(id))
     local granted, remaining, retry, reset = decide(r, now, 0, unpack(s.body))
     if held or s.dirty then save(key, r, s, now, server_now, reset) end
-    return decision(granted, remaining, retry, reset)
+    return decision(granted, remaining, retry, reset), s.r
   end
   function OPERATIONS.block(key, r, now, server_now, split, duration)
     local s = load(key, r, now, split)
@@ -334,6 +342,12 @@ end
  * message'. A cluster's second try of a call that answered `N` (a decision goes as the operation
  * `decide`) has the split -2, then ARGV[6..7] what the engine read of the previous key (its value and
  * PTTL, -2 for no key), then the operation's arguments.
+ *
+ * A refund (a settle, a cancel) and an extension never change a key's rule: sent under the rule
+ * the reservation was made under, they act on a key counted under another rule (a later call
+ * carried it over, voiding the receipts; the leases stay) under that rule, converting nothing. A
+ * refund's decision is then preceded by the key's rule, `S<limit>/<windowMs> `; its second value
+ * (that rule's table) tells the dispatch so.
  */
 export function dispatch(hot: string): string {
   // rare is called where the loop's own locals are in scope: a name of both would pass the wrong value.
@@ -608,14 +622,16 @@ ${rate ? settleOf(refundBody) : ''}  -- A settle past what was reserved: its lea
     save(key, r, s, now, server_now, reset)
     return decision(true, remaining, 0, reset, bound)
   end
-  -- A settle at or below what was reserved: its lease released, the rest refunded to the rate.
+  -- A settle at or below what was reserved: its lease released, the rest refunded to the rate;
+  -- under the key's own rule (see dispatch).
   function OPERATIONS.refund(key, r, now, server_now, split, permits, id, limit, lease)
-    local s = load(key, r, now, split)
+    local s = load(key, r, now, split, nil, true)
+    r = s.r or r
     id = tonumber(id)
     local held = release(s, id)${rate ? `\n    if settle(r, s, now, tonumber(permits), id) then held = true end` : ''}
     local _, bound, remaining, _, reset = combined(r, s, now, 0, limit, lease)
     if held or s.dirty then save(key, r, s, now, server_now, reset) end
-    return decision(true, remaining, 0, reset, bound)
+    return decision(true, remaining, 0, reset, bound), s.r
   end
   function OPERATIONS.block(key, r, now, server_now, split, duration, _, limit, lease)
     local s = load(key, r, now, split)
@@ -625,9 +641,11 @@ ${rate ? settleOf(refundBody) : ''}  -- A settle past what was reserved: its lea
     save(key, r, s, now, server_now, select(5, combined(r, s, now, 0, limit, lease)))
     return 'OK'
   end
-${RESET}  -- Holds lease id until now + ms if it is still held ('OK'), else changes nothing ('NO').
+${RESET}  -- Holds lease id until now + ms if it is still held ('OK'), else changes nothing ('NO'); under
+  -- the key's own rule (see dispatch).
   function OPERATIONS.extend(key, r, now, server_now, split, duration, id, limit, lease)
-    local s = load(key, r, now, split)
+    local s = load(key, r, now, split, nil, true)
+    r = s.r or r
     id = tonumber(id)
     for k = 1, #s.ls, 3 do
       if s.ls[k] == id then
@@ -677,11 +695,12 @@ function operation(hot: string, leases: boolean): string {
     'local split, at = tonumber(ARGV[3]), 6',
     "-- A cluster's second try (split -2): what the engine read of the previous key, then the arguments.",
     `if split == ${GIVEN_SPLIT} then split, at = { ARGV[6], tonumber(ARGV[7]) }, 8 end`,
-    `local ok, reply = pcall(operation, KEYS[1], prepare(tonumber(ARGV[4]), tonumber(ARGV[5])), now, server_now, split, ARGV[at], ARGV[at + 1]${leases ? ', tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])' : ''})`,
+    `local ok, reply, own = pcall(operation, KEYS[1], prepare(tonumber(ARGV[4]), tonumber(ARGV[5])), now, server_now, split, ARGV[at], ARGV[at + 1]${leases ? ', tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])' : ''})`,
     'if not ok then',
     `  if reply == '${ABSENT}' then return reply end`,
     "  return 'E ' .. tostring(type(reply) == 'table' and reply.err or reply)",
     'end',
+    "if own then return string.format('S%d/%d ', own.limit, own.window) .. reply end",
     'return reply',
   ];
   return lines.map((line) => (leases ? line : `  ${line}`)).join('\n');

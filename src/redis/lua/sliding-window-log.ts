@@ -208,7 +208,8 @@ ${leasePieces(true)}`;
 /** Holds lease id until now + ms if it is still held ('OK'), else changes nothing ('NO'). */
 const LEASED_EXTEND = `
   function OPERATIONS.extend(key, r, now, server_now, split, duration, id)
-    local member, block, rc = load(key, r, now, split, true)
+    local member, block, rc, _, _, _, _, own = load(key, r, now, split, true, true)
+    r = own or r
     local s = { ls = ls }
     id = tonumber(id)
     for k = 1, #ls, 3 do
@@ -274,8 +275,10 @@ end
 -- key, its meta member ('meta:<block end>:<stamp>') replaced. With writes false (a peek) nothing is
 -- written: a carried log answers with its count (the fifth value), an adopted one with its key (on a
 -- cluster the key itself, holding the log given until the peek removes it: the sixth value).
--- split as in the string shell's load.
-function load(key, r, now, split, writes)${leases ? '\n  ls = {}' : ''}
+-- split as in the string shell's load. With stays (a refund, an extension: they never change a
+-- key's rule), a log counted under another rule is read under that rule, the eighth value, and not
+-- carried over.
+function load(key, r, now, split, writes, stays)${leases ? '\n  ls = {}' : ''}
   local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   if not head[1] then
     if split == 0 then return nil, -math.huge, {}, key end
@@ -323,6 +326,7 @@ function load(key, r, now, split, writes)${leases ? '\n  ls = {}' : ''}
   if member == r.tag then return member, -math.huge, {}, key end
   local limit, window, block, rc = meta_of(member${leases ? ', now' : ''})
   if limit == r.limit and window == r.window then return member, block, rc, key end
+  if stays then return member, block, rc, key, nil, nil, nil, prepare(limit, window) end
   local _, _, _, _, total, base = view(key, window, now)
   local carried = math.min(total - base, r.bound)
   if not writes then return nil, block, {}, key, carried end
@@ -448,9 +452,10 @@ function operations(OPERATIONS, decision)${
   end
   -- Takes up to permits off the grant logged at the receipt's time, while it is in the window: that
   -- member and every later one count that many fewer, and a member left with none goes. Answers the
-  -- state now, the block aside, as a settle does.
+  -- state now, the block aside, as a settle does; under the key's own rule (see the string shell's dispatch).
   function OPERATIONS.refund(key, r, now, server_now, split, permits, id${leases ? ', limit, lease' : ''})
-    local member, block, rc = load(key, r, now, split, true)
+    local member, block, rc, _, _, _, _, own = load(key, r, now, split, true, true)
+    r = own or r
     permits, id = tonumber(permits), tonumber(id)
     local i
     for k = 1, #rc / 2 do if rc[2 * k - 1] == id then i = k end end${
@@ -479,7 +484,7 @@ function operations(OPERATIONS, decision)${
         end
       end
     end
-    return ${leases ? 'decision(settled(key, r, now, limit, lease))' : 'decision(evaluate(key, r, now, 0))'}
+    return ${leases ? 'decision(settled(key, r, now, limit, lease))' : 'decision(evaluate(key, r, now, 0))'}, own
   end
   function OPERATIONS.block(key, r, now, server_now, split, duration)
     local member, block, rc = load(key, r, now, split, true)
