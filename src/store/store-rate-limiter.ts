@@ -5,7 +5,7 @@ import type { Decision } from '../core/decision';
 import { ClosedError, rangeError } from '../core/errors';
 import { Rule, sharedPerRule } from '../core/rule';
 import { Closable } from '../core/symbols';
-import { checkPermits, describe, integerIn } from '../core/validate';
+import { checkPermits, describe, integerIn, isThenable } from '../core/validate';
 import type { AcquireOptions } from '../limiter/acquire-options';
 import { ADMIT_JOINTLY, type AdmissionPart, type AdmitOptions, type Held, type JointlyAdmitting, type StoreAdmission } from '../limiter/admit';
 import { MAX_BLOCK_MS } from '../limiter/key-blocks';
@@ -859,8 +859,4 @@ class StoreLeaseTurn implements Turn<AsyncLease> {
     if (reservation !== undefined && this.#handed === decision) return reservation;
     return new AsyncKeyReservation(decision, undefined);
   }
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as PromiseLike<unknown>).then === 'function';
 }
