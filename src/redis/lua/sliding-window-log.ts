@@ -25,7 +25,7 @@ const CODEC = `
 local match, max, tonumber = string.match, math.max, tonumber
 
 local function prepare(limit, window)
-  return { limit = limit, window = window, bound = math.min((1 + DEBT) * limit, MAX_SAFE), tag = format('r%d/%d', limit, window) }
+  return { limit = limit, window = window, bound = math.min((1 + DEBT) * limit, MAX_SAFE), tag = format('r%d/%d', limit, window), slack = math.min(math.floor(window / 4), SLACK_CAP) }
 end
 
 -- A request the live permits leave no room for: it fits once the grant holding the permit that must
@@ -159,7 +159,7 @@ local function decide_key(key, r, now, permits, server_now, split)
     -- A log not yet stored: its rule's member and the grant (as log_grant writes it) in one command.
     call('ZADD', key, '-inf', r.tag, exact(at), format('%016d:%d', permits, permits))
   end
-  call('PEXPIRE', key, ms(reset))
+  call('PEXPIRE', key, ms(reset + r.slack))
   return ok, remaining, retry, reset
 end
 `;
@@ -334,7 +334,7 @@ function load(key, r, now, split, writes, stays)${leases ? '\n  ls = {}' : ''}
   member = meta_text(r, block, {})
   redis.call('ZADD', key, '-inf', member)
   if carried > 0 then redis.call('ZADD', key, exact(now), string.format('%016d:%d', carried, carried)) end
-  ${pexpire('math.max(math.ceil(r.window), math.ceil(block - now))', leases)}
+  ${pexpire('math.max(math.ceil(r.window) + r.slack, math.ceil(block - now))', leases)}
   return member, block, {}, key
 end
 
@@ -375,7 +375,7 @@ function take(key, r, now, permits, server_now, split, id${leases ? ', limit, le
     if #rc > 2 * MAX_RECEIPTS then table.remove(rc, 1) table.remove(rc, 1) end
   end${leases ? '\n  place(s, id, permits, now + lease)' : ''}
   set_meta(key, member, meta_text(r, block, rc))
-  ${pexpire('math.max(reset, math.ceil(block - now), outlive or 0)', leases)}
+  ${pexpire('math.max(reset + r.slack, math.ceil(block - now), outlive or 0)', leases)}
   return ok, remaining, retry, reset${leases ? ', bound' : ''}
 end
 
@@ -447,7 +447,7 @@ function operations(OPERATIONS, decision)${
     log_grant(key, r.window, logged, at, newest, newest_size, total, base, expired)
     set_meta(key, member, meta_text(r, block, rc))
     local reset = math.ceil(r.window)
-    ${pexpire('math.max(reset, math.ceil(block - now), outlive or 0)', leases)}
+    ${pexpire('math.max(reset + r.slack, math.ceil(block - now), outlive or 0)', leases)}
     return ${leases ? 'decision(settled(key, r, now, limit, lease))' : 'decision(true, math.max(0, r.limit - kept - logged), 0, reset)'}
   end
   -- Takes up to permits off the grant logged at the receipt's time, while it is in the window: that
@@ -491,7 +491,7 @@ function operations(OPERATIONS, decision)${
     local ends = now + tonumber(duration)
     if block >= ends then return 'OK' end
     set_meta(key, member, meta_text(r, ends, rc))
-    local ttl = math.ceil(ends - now)
+    local ttl = math.max(math.ceil(ends - now), r.slack, 1)
     local kept = redis.call('PTTL', key)
     if kept > ttl then ttl = kept end
     ${pexpire('ttl', leases)}
