@@ -16,7 +16,7 @@
 import { MAX_LEASE_MS } from '../../algorithms/concurrency';
 import type { Codec } from './codec';
 import { QUOTE } from './dollar-quote';
-import { BLOCKED, charge, fold, keepReceipt, load, OPERATION_VARIABLES, reclaim, refund, slackOf, store, storedKey, VARIABLES } from './shell';
+import { BLOCKED, charge, deleteRows, fold, keepReceipt, load, OPERATION_VARIABLES, reclaim, refund, slackOf, store, storedKey, VARIABLES } from './shell';
 
 /** The function of a limiter with `concurrency`: beside `codec`'s rate, or alone (no codec). */
 export const leaseFunction = (codec: Codec | undefined): string => `ratekeeper_lease_${codec?.name ?? 'alone'}`;
@@ -232,7 +232,7 @@ DECLARE
 BEGIN
   k := ${key};
   IF op = 'reset' THEN
-    DELETE FROM ${table} WHERE key = k${codec === undefined ? '' : ` OR (key = ${storedKey(`legacy || rule[1] || '/' || rule[2] || ':' || uk`)} AND rule_limit IS NULL)`};
+    ${deleteRows(table, codec !== undefined)};
     RETURN '{}';
   END IF;
   LOOP

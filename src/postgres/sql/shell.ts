@@ -40,6 +40,16 @@ const hashedKey = (key: string): string => `'sha256/' || encode(sha256(convert_t
 /** The row key stored for the key held in the SQL expression `key` (see {@link LONG_KEY_BYTES}). */
 export const storedKey = (key: string): string => `CASE WHEN octet_length(${key}) > ${LONG_KEY_BYTES} THEN ${hashedKey(key)} ELSE ${key} END`;
 
+/** The row key the previous version kept `uk` under (DESIGN-24 D3): its rule between `legacy` and the key. */
+const PREVIOUS_ROW_KEY = `legacy || rule[1] || '/' || rule[2] || ':' || uk`;
+
+/**
+ * Deletes the key's row `k` (a reset) and, unless `previous` is false (no previous version wrote
+ * such rows), the previous version's row for the call's rule: a reset leaves nothing to adopt.
+ */
+export const deleteRows = (table: string, previous = true): string =>
+  `DELETE FROM ${table} WHERE key = k${previous ? ` OR (key = ${storedKey(PREVIOUS_ROW_KEY)} AND rule_limit IS NULL)` : ''}`;
+
 /**
  * Sets `variable` to the row key stored for `key`, as statements: {@link storedKey} would build
  * `key` three times, and each decision's expressions are set up again in its transaction
@@ -146,7 +156,7 @@ export const load = (schema: string, codec: Codec, lock: Lock, path: 'general' |
       -- No rule: absent (every column null) or the previous layout's. An expired row of ours was
       -- written by a call that had looked: most expired keys (a busy log's) skip the look.
       IF rl IS NULL THEN
-        ${setStoredKey('lk', `legacy || rule[1] || '/' || rule[2] || ':' || uk`)}
+        ${setStoredKey('lk', PREVIOUS_ROW_KEY)}
         ${lookup}
         IF le > n THEN
           s := ls;
@@ -372,7 +382,7 @@ BEGIN
   FOREACH i IN ARRAY CASE WHEN cardinality(keys) = 1 THEN '{1}' ELSE ${BY_KEY} END LOOP
     ${takeCall(codec)}
     IF op = 'reset' THEN
-      DELETE FROM ${schema}.ratekeeper_state WHERE key = k OR (key = ${storedKey(`legacy || rule[1] || '/' || rule[2] || ':' || uk`)} AND rule_limit IS NULL);
+      ${deleteRows(`${schema}.ratekeeper_state`)};
       CONTINUE;
     END IF;
     LOOP
