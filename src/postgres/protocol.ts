@@ -1,6 +1,6 @@
-import { Rule } from '../core/rule';
+import type { Rule } from '../core/rule';
 import { expirySlackMs } from '../store/constants';
-import { unexpectedReply } from '../store/reply';
+import { namedRule } from '../store/reply';
 import { ruleFreeNamespace } from '../store/keys';
 import { quotedSchema } from './migrate';
 import { codecs, type PostgresAlgorithm } from './plans';
@@ -147,11 +147,7 @@ export function receiptId(): number {
  */
 export function ownRule(numbers: readonly string[]): Rule {
   const [limit, windowMs] = numbers.map(Number);
-  try {
-    return new Rule(limit!, windowMs!);
-  } catch {
-    throw unexpectedReply(numbers, 'PostgreSQL');
-  }
+  return namedRule(limit!, windowMs!, numbers, 'PostgreSQL');
 }
 
 /** The reply's numbers as the statements answer them (one text, split on commas), or undefined when it is not one of ours. */

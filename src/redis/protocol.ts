@@ -1,6 +1,6 @@
 import type { Decision } from '../core/decision';
-import { Rule } from '../core/rule';
-import { unexpectedReply } from '../store/reply';
+import type { Rule } from '../core/rule';
+import { namedRule, unexpectedReply } from '../store/reply';
 import { readDecision } from './reply';
 
 // What the scripts take and give back (their dispatch is described in src/redis/lua/shell.ts), as
@@ -139,14 +139,8 @@ export function batchDecisions(reply: unknown, calls: readonly BatchCall[]): (De
 export function ownRule(reply: unknown): { rule: Rule | undefined; rest: unknown } {
   if (typeof reply !== 'string' || !reply.startsWith('S')) return { rule: undefined, rest: reply };
   const named = /^S(\d+)\/(\d+) /.exec(reply);
-  let rule: Rule | undefined;
-  try {
-    if (named !== null) rule = new Rule(Number(named[1]), Number(named[2]));
-  } catch {
-    // Out of any rule's range: not a reply of ours either.
-  }
-  if (rule === undefined) throw unexpectedReply(reply, 'Redis');
-  return { rule, rest: reply.slice(named![0].length) };
+  if (named === null) throw unexpectedReply(reply, 'Redis');
+  return { rule: namedRule(Number(named[1]), Number(named[2]), reply, 'Redis'), rest: reply.slice(named[0].length) };
 }
 
 /** An operation's decision, or (thrown) the error of its key or of a reply no script of ours sends. */

@@ -1,5 +1,6 @@
 import { allow, type Decision, reject } from '../core/decision';
 import { coded } from '../core/errors';
+import { Rule } from '../core/rule';
 import { describe } from '../core/validate';
 
 /**
@@ -26,4 +27,13 @@ export function toDecision(numbers: readonly number[], index: number, limit: num
   const retryAfterMs = numbers[3 * index + 1]!;
   const resetAfterMs = numbers[3 * index + 2]!;
   return retryAfterMs === 0 ? allow(limit, remaining, resetAfterMs) : reject(limit, remaining, retryAfterMs, resetAfterMs);
+}
+
+/** The rule a reply names (a key's own, limit and windowMs), or the store error of a reply none of ours is. */
+export function namedRule(limit: number, windowMs: number, reply: unknown, store: string): Rule {
+  try {
+    return new Rule(limit, windowMs);
+  } catch {
+    throw unexpectedReply(reply, store);
+  }
 }
